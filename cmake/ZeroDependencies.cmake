@@ -1,0 +1,14 @@
+# Every dependency comes from Debian packages installed by scripts/bootstrap.sh.
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(PkgConfig REQUIRED)
+# OpenBLAS: prefer the OpenMP build so BLAS threads and our OpenMP threads share one pool.
+find_library(ZERO_OPENBLAS_LIBRARY NAMES openblaso openblas
+  PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp
+  REQUIRED)
+find_path(ZERO_CBLAS_INCLUDE_DIR NAMES cblas.h
+  PATHS /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/aarch64-linux-gnu/openblas-openmp
+        /usr/include/openblas REQUIRED)
+add_library(zero_openblas INTERFACE)
+target_link_libraries(zero_openblas INTERFACE ${ZERO_OPENBLAS_LIBRARY})
+target_include_directories(zero_openblas INTERFACE ${ZERO_CBLAS_INCLUDE_DIR})

@@ -1,0 +1,25 @@
+# Shared compile settings for every zero target.
+add_library(zero_warnings INTERFACE)
+target_compile_options(zero_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Woverloaded-virtual
+  -Wnull-dereference -Wimplicit-fallthrough
+  $<$<BOOL:${ZERO_WERROR}>:-Werror>)
+if(ZERO_NATIVE)
+  target_compile_options(zero_warnings INTERFACE -march=native)
+endif()
+
+# zero_add_folder_library(<name> <folder> [DEPS ...]): all .cpp files of one source folder
+# become one static target, so adding a file never needs a CMake edit.
+function(zero_add_folder_library name folder)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${folder}/*.cpp)
+  if(NOT srcs)
+    # A folder without sources yet still gets a target, so dependents link unchanged.
+    set(srcs ${PROJECT_SOURCE_DIR}/cmake/empty_folder.cpp)
+  endif()
+  add_library(${name} STATIC ${srcs})
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/zero>)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE zero_warnings)
+endfunction()

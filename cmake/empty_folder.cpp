@@ -1,0 +1,1 @@
+// Compiled into a folder target that has no sources yet.

@@ -1,0 +1,128 @@
+// Backend: the one interface every kernel goes through. Layer code calls these methods and never
+// touches device memory itself, so a CUDA backend (streams, device memory) slots in without
+// changing layers.
+//
+// Conventions for every method:
+// * Tensors live on this backend's device. Unless a method says otherwise they are contiguous
+//   and row-major; "rows" N means all leading dimensions flattened (N = B*T for activations).
+// * Floating dtypes: f32 and f64 on the CPU backend (f64 is the finite-difference oracle).
+//   Saved statistics (LayerNorm mean/rstd, RMSNorm rstd, attention logsumexp) have
+//   stats_dtype(x.dtype()): f64 for f64 inputs, f32 otherwise.
+// * Gradients of parameters (dweight, dbias, dtable) ACCUMULATE (+=): gradient accumulation over
+//   micro-batches and tied weights rely on it. Gradients of activations (dx, dq, ...) OVERWRITE.
+// * Ordering: methods are enqueued on the backend's stream in call order. The CPU backend runs
+//   them synchronously; host reads of results must call synchronize() first on other backends.
+// * Thread safety: one Backend is driven by one host thread.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/memory_category.h"
+#include "core/tensor.h"
+
+namespace zero::backend {
+
+inline DType stats_dtype(DType x) { return x == DType::kF64 ? DType::kF64 : DType::kF32; }
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual Allocator& allocator() = 0;
+  virtual void synchronize() = 0;
+
+  // New contiguous tensors on this device, accounted under `category`.
+  Tensor empty(const Shape& shape, DType dtype, MemoryCategory category);
+  Tensor zeros(const Shape& shape, DType dtype, MemoryCategory category);
+
+  // ---- data movement -------------------------------------------------------------------------
+  // dst[i] = value (floating or integer dtypes).
+  virtual void fill(Tensor& dst, double value) = 0;
+  // dst = src elementwise (same numel; both contiguous). Between floating dtypes it converts,
+  // rounding to nearest-even when narrowing (f32 -> bf16/f16, f64 -> f32).
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  // Host <-> device copies of a whole contiguous tensor (nbytes() bytes).
+  virtual void copy_from_host(Tensor& dst, const void* src) = 0;
+  virtual void copy_to_host(void* dst, const Tensor& src) = 0;
+  // y += alpha * x (same shape, contiguous, same floating dtype).
+  virtual void add(Tensor& y, const Tensor& x, double alpha) = 0;
+  // y *= alpha.
+  virtual void scale(Tensor& y, double alpha) = 0;
+
+  // ---- matrix products -----------------------------------------------------------------------
+  // c[M,N] = alpha * op(a) @ op(b) + beta * c, op = transpose when asked. All 2-D, contiguous.
+  virtual void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
+                      bool transpose_b, double alpha, double beta) = 0;
+  // y[N,out] = x[N,in] @ w[out,in]^T (+ bias[out] when bias != nullptr).
+  virtual void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) = 0;
+  // dx[N,in] = dy @ w (overwrite; skipped when dx == nullptr); dw += dy^T @ x;
+  // dbias += column sums of dy (when dbias != nullptr).
+  virtual void linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
+                               const Tensor& x, const Tensor& w) = 0;
+
+  // ---- embedding -----------------------------------------------------------------------------
+  // out[N,C] = table[ids[n], :] (out += ... when accumulate). ids: i32 or i64 [N], host-readable
+  // on the CPU backend. An id outside [0, V) throws zero::Error naming the id and V.
+  virtual void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
+                                 bool accumulate) = 0;
+  // dtable[V,C] += dout rows scattered by ids (deterministic order).
+  virtual void embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) = 0;
+
+  // ---- normalisation (over the last dimension C of x[N,C]) ------------------------------------
+  // y = (x - mean) * rstd * weight + bias; saves mean[N], rstd[N] (stats_dtype).
+  virtual void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                                 const Tensor& weight, const Tensor* bias, double eps) = 0;
+  virtual void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                                  const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd) = 0;
+  // y = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps); saves rstd[N] (stats_dtype).
+  virtual void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                               double eps) = 0;
+  virtual void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                                const Tensor& weight, const Tensor& rstd) = 0;
+
+  // ---- activations ---------------------------------------------------------------------------
+  // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Any shape, contiguous.
+  virtual void gelu_forward(Tensor& y, const Tensor& x) = 0;
+  virtual void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) = 0;
+  // gate_up[N, 2I] holds [gate | up] per row; y[N, I] = silu(gate) * up.
+  virtual void swiglu_forward(Tensor& y, const Tensor& gate_up) = 0;
+  virtual void swiglu_backward(Tensor& dgate_up, const Tensor& dy, const Tensor& gate_up) = 0;
+
+  // ---- rotary position embedding -------------------------------------------------------------
+  // In place on x[B,T,H,D] (dims 0-2 may be strided; D contiguous), rotate-half convention:
+  // for i < D/2, (x_i, x_{i+D/2}) -> (x_i cos - x_{i+D/2} sin, x_{i+D/2} cos + x_i sin) with
+  // cos/sin[T, D/2] (dtype of x) for position t. inverse = true applies the transposed
+  // rotation, which is the backward of the forward rotation.
+  virtual void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) = 0;
+
+  // ---- attention -----------------------------------------------------------------------------
+  // Causal self-attention with multi-head / grouped-query heads, flash-style: nothing of size
+  // T x T is kept. q[B,T,H,D], k and v [B,T,KVH,D] with H % KVH == 0 (query head h reads kv
+  // head h / (H/KVH)); dims 0-2 may be strided, D contiguous; out[B,T,H,D] likewise.
+  // lse[B,H,T] (stats_dtype, contiguous) receives each query row's logsumexp of scaled scores.
+  // window == 0: query i sees keys 0..i; window > 0: keys j with i - window < j <= i.
+  virtual void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, double scale, int64_t window) = 0;
+  // dq, dk, dv are overwritten (same layout rules as q, k, v).
+  virtual void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
+                                  const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, double scale,
+                                  int64_t window) = 0;
+
+  // ---- loss ----------------------------------------------------------------------------------
+  // Fused softmax + cross-entropy over logits[N,V] with targets[N] (i32/i64). losses[N]
+  // (dtype of logits) gets -log softmax(logits)[target] (0 where target == ignore_index).
+  // When dlogits != nullptr it gets grad_scale * (softmax - onehot(target)) (zero rows where
+  // ignored); dlogits may alias logits. Probabilities are never stored. A target outside
+  // [0, V) that is not ignore_index throws zero::Error.
+  virtual void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                                     const Tensor& targets, int64_t ignore_index,
+                                     double grad_scale) = 0;
+};
+
+}  // namespace zero::backend

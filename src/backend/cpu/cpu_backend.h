@@ -1,0 +1,60 @@
+// CpuBackend: the reference implementation of Backend and the oracle every other backend is
+// tested against. OpenMP for threads, OpenBLAS for matrix products. Kernels are templated on
+// float/double; each op family lives in its own cpu_<op>.cpp file.
+#pragma once
+#include "backend/backend.h"
+
+namespace zero::backend {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu(); }
+  Allocator& allocator() override { return cpu_allocator(); }
+  void synchronize() override {}
+
+  void fill(Tensor& dst, double value) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+  void copy_from_host(Tensor& dst, const void* src) override;
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void add(Tensor& y, const Tensor& x, double alpha) override;
+  void scale(Tensor& y, double alpha) override;
+
+  void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+              double alpha, double beta) override;
+  void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) override;
+  void linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy, const Tensor& x,
+                       const Tensor& w) override;
+
+  void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
+                         bool accumulate) override;
+  void embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) override;
+
+  void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                         const Tensor& weight, const Tensor* bias, double eps) override;
+  void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                          const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) override;
+  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                       double eps) override;
+  void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                        const Tensor& weight, const Tensor& rstd) override;
+
+  void gelu_forward(Tensor& y, const Tensor& x) override;
+  void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) override;
+  void swiglu_forward(Tensor& y, const Tensor& gate_up) override;
+  void swiglu_backward(Tensor& dgate_up, const Tensor& dy, const Tensor& gate_up) override;
+
+  void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) override;
+
+  void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
+                         const Tensor& v, double scale, int64_t window) override;
+  void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
+                          const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                          const Tensor& lse, double scale, int64_t window) override;
+
+  void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                             const Tensor& targets, int64_t ignore_index,
+                             double grad_scale) override;
+};
+
+}  // namespace zero::backend
