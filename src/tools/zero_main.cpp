@@ -2,10 +2,45 @@
 // turned into exit codes; the library itself never exits.
 #include <cstdio>
 #include <exception>
+#include <string>
+
+#include "core/error.h"
+#include "tools/command.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: zero [COMMAND] [flags]\n"
+    "\n"
+    "commands:\n"
+    "  forward-backward   one forward and backward pass on a random batch (the default)\n"
+    "  help               this text\n"
+    "\n"
+    "`zero COMMAND --help` lists a command's flags. With no command, zero runs\n"
+    "forward-backward on the built-in tiny model.\n";
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  (void)argc;
-  (void)argv;
-  std::puts("zero: no subcommands yet");
-  return 0;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string command = "forward-backward";
+  if (!args.empty() && args[0].rfind("--", 0) != 0) {
+    command = args[0];
+    args.erase(args.begin());
+  }
+  try {
+    if (command == "forward-backward") return zero::tools::run_forward_backward(args);
+    if (command == "help" || command == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::fprintf(stderr, "zero: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const zero::Error& e) {
+    std::fprintf(stderr, "zero: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zero: internal error: %s\n", e.what());
+    return 3;
+  }
 }

@@ -1,0 +1,56 @@
+#include "model/embedding_unit.h"
+
+#include "core/error.h"
+
+namespace zero::model {
+
+EmbeddingUnit::EmbeddingUnit(const TransformerConfig& config)
+    : Unit("embedding"),
+      vocab_size_(config.vocab_size),
+      hidden_size_(config.hidden_size),
+      max_positions_(config.max_position_embeddings),
+      learned_positions_(config.learned_positions) {
+  const bool gpt2 = config.family == ModelFamily::kGpt2;
+  token_index_ = add_parameter({gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight",
+                                {vocab_size_, hidden_size_}, true, HfLayout::kSame});
+  if (learned_positions_) {
+    position_index_ = add_parameter(
+        {"transformer.wpe.weight", {max_positions_, hidden_size_}, true, HfLayout::kSame});
+  }
+}
+
+Tensor EmbeddingUnit::forward(StepContext& ctx, const Tensor& /*x*/) {
+  const Batch& batch = ctx.batch;
+  const int64_t rows = batch.batch_size() * batch.seq_len();
+  if (learned_positions_ && batch.seq_len() > max_positions_) {
+    throw ShapeError("sequence length " + std::to_string(batch.seq_len()) +
+                     " exceeds the model's position table (n_positions = " +
+                     std::to_string(max_positions_) + "); use a shorter --seq-len");
+  }
+  Tensor tokens = batch.tokens.reshape({rows});
+  Tensor out = ctx.backend.empty({rows, hidden_size_}, param(token_index_).dtype(),
+                                 MemoryCategory::kActivations);
+  ctx.backend.embedding_forward(out, tokens, param(token_index_), false);
+  if (learned_positions_) {
+    Tensor positions = Tensor::zeros_host({rows}, DType::kI64, MemoryCategory::kActivations);
+    const int64_t seq_len = batch.seq_len();
+    for (int64_t i = 0; i < rows; ++i) positions.data<int64_t>()[i] = i % seq_len;
+    ctx.backend.embedding_forward(out, positions, param(position_index_), true);
+    if (ctx.training) positions_ = positions;
+  }
+  if (ctx.training) tokens_ = tokens;
+  return out;
+}
+
+Tensor EmbeddingUnit::backward(StepContext& ctx, const Tensor& dy) {
+  ctx.backend.embedding_backward(grad(token_index_), dy, tokens_);
+  if (learned_positions_) ctx.backend.embedding_backward(grad(position_index_), dy, positions_);
+  return Tensor();
+}
+
+void EmbeddingUnit::release_activations() {
+  tokens_ = Tensor();
+  positions_ = Tensor();
+}
+
+}  // namespace zero::model

@@ -1,0 +1,33 @@
+// EmbeddingUnit: token embedding (and GPT-2's learned position embedding) — the first unit.
+// Its output is the residual stream x[B*T, C].
+#pragma once
+#include "model/transformer_config.h"
+#include "model/unit.h"
+
+namespace zero::model {
+
+class EmbeddingUnit final : public Unit {
+ public:
+  // Parameter names follow the Hugging Face model of config.family.
+  explicit EmbeddingUnit(const TransformerConfig& config);
+
+  std::string kind() const override { return "embedding"; }
+  Tensor forward(StepContext& ctx, const Tensor& x) override;
+  Tensor backward(StepContext& ctx, const Tensor& dy) override;
+  void release_activations() override;
+
+  // The token embedding table, which a tied LM head reuses.
+  Parameter& token_embedding() { return parameters()[token_index_]; }
+
+ private:
+  int64_t vocab_size_;
+  int64_t hidden_size_;
+  int64_t max_positions_;
+  bool learned_positions_;
+  size_t token_index_ = 0;
+  size_t position_index_ = 0;
+  Tensor tokens_;     // saved for backward: [B*T]
+  Tensor positions_;  // saved for backward: [B*T]
+};
+
+}  // namespace zero::model

@@ -1,0 +1,27 @@
+// Hugging Face model folders: config.json + model.safetensors (or a sharded
+// model.safetensors.index.json). Parameters are matched by their Hugging Face names; GPT-2's
+// Conv1D weights are transposed on the way in and out, so a folder zero.cpp writes loads in
+// transformers unchanged.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+
+namespace zero::model {
+
+// Reads DIR/config.json, builds the model in `param_dtype` and loads its weights.
+std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
+                                     DType param_dtype);
+
+// Loads every parameter of `model` from the weights in `dir` (dtype converted, shapes checked).
+// Throws FileError/ShapeError naming the file and tensor for missing, unexpected or misshapen
+// tensors.
+void load_hf_weights(Model& model, const std::string& dir);
+
+// Writes DIR/config.json and DIR/model.safetensors (tensors in `save_dtype`, HF names and
+// layouts; a tied LM head is not written, as transformers does). Creates DIR if needed; each file
+// is replaced atomically.
+void save_hf_model(Model& model, const std::string& dir, DType save_dtype);
+
+}  // namespace zero::model

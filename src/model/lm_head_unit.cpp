@@ -1,0 +1,100 @@
+#include "model/lm_head_unit.h"
+
+#include <vector>
+
+#include "core/check.h"
+
+namespace zero::model {
+
+LmHeadUnit::LmHeadUnit(const TransformerConfig& config, Parameter* tied_embedding)
+    : Unit("lm_head"),
+      vocab_size_(config.vocab_size),
+      norm_(config.norm, config.norm_eps),
+      tied_embedding_(tied_embedding) {
+  const bool gpt2 = config.family == ModelFamily::kGpt2;
+  const std::string norm_name = gpt2 ? "transformer.ln_f." : "model.norm.";
+  norm_weight_ = add_parameter({norm_name + "weight", {config.hidden_size}, false, HfLayout::kSame});
+  if (norm_.has_bias()) {
+    norm_bias_ = add_parameter({norm_name + "bias", {config.hidden_size}, false, HfLayout::kSame});
+  }
+  if (tied_embedding_ == nullptr) {
+    head_index_ = add_parameter(
+        {"lm_head.weight", {config.vocab_size, config.hidden_size}, true, HfLayout::kSame});
+  }
+}
+
+Tensor& LmHeadUnit::head_weight() {
+  return tied_embedding_ != nullptr ? tied_embedding_->value : param(head_index_);
+}
+
+Tensor& LmHeadUnit::head_grad() {
+  return tied_embedding_ != nullptr ? tied_embedding_->grad : grad(head_index_);
+}
+
+Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
+  auto& be = ctx.backend;
+  const int64_t rows = x.size(0);
+  const DType dt = x.dtype();
+  Tensor bias = norm_.has_bias() ? param(norm_bias_) : Tensor();
+  Tensor h = norm_.forward(be, x, param(norm_weight_), norm_.has_bias() ? &bias : nullptr,
+                           ctx.training);
+  Tensor logits = be.empty({rows, vocab_size_}, dt, MemoryCategory::kActivations);
+  be.linear_forward(logits, h, head_weight(), nullptr);
+  if (ctx.capture_logits != nullptr) {
+    *ctx.capture_logits = Tensor::zeros_host({rows, vocab_size_}, dt);
+    be.copy_to_host(ctx.capture_logits->raw_data(), logits);
+  }
+
+  Tensor targets = ctx.batch.targets.reshape({rows});
+  int64_t valid = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t t = targets.dtype() == DType::kI64 ? targets.data<int64_t>()[i]
+                                                      : targets.data<int32_t>()[i];
+    if (t != kIgnoreIndex) ++valid;
+  }
+  // The mean over valid targets; with none, the loss and its gradient are zero (not NaN).
+  const double grad_scale = valid > 0 ? 1.0 / static_cast<double>(valid) : 0.0;
+  Tensor losses = be.empty({rows}, dt, MemoryCategory::kActivations);
+  be.softmax_cross_entropy(losses, ctx.training ? &logits : nullptr, logits, targets, kIgnoreIndex,
+                           grad_scale);
+  Tensor losses_host = Tensor::zeros_host({rows}, DType::kF64);
+  Tensor losses_f64 = losses;
+  if (dt != DType::kF64) {
+    losses_f64 = be.empty({rows}, DType::kF64, MemoryCategory::kActivations);
+    be.copy(losses_f64, losses);
+  }
+  be.copy_to_host(losses_host.raw_data(), losses_f64);
+  double total = 0.0;
+  for (int64_t i = 0; i < rows; ++i) total += losses_host.data<double>()[i];
+
+  if (ctx.training) {
+    x_ = x;
+    h_ = h;
+    dlogits_ = logits;
+  }
+  Tensor loss = Tensor::zeros_host({1}, DType::kF64);
+  loss.data<double>()[0] = total * grad_scale;
+  return loss;
+}
+
+Tensor LmHeadUnit::backward(StepContext& ctx, const Tensor& dy) {
+  ZERO_CHECK(dlogits_.defined(), "backward() of " << name() << " without a training forward()");
+  auto& be = ctx.backend;
+  const double loss_grad = dy.data<double>()[0];
+  if (loss_grad != 1.0) be.scale(dlogits_, loss_grad);
+  Tensor dh = be.empty(h_.shape(), h_.dtype(), MemoryCategory::kActivations);
+  be.linear_backward(&dh, head_grad(), nullptr, dlogits_, h_, head_weight());
+  dlogits_ = Tensor();
+  Tensor bias_grad = norm_.has_bias() ? grad(norm_bias_) : Tensor();
+  Tensor dx = norm_.backward(be, dh, x_, param(norm_weight_), grad(norm_weight_),
+                             norm_.has_bias() ? &bias_grad : nullptr);
+  release_activations();
+  return dx;
+}
+
+void LmHeadUnit::release_activations() {
+  x_ = h_ = dlogits_ = Tensor();
+  norm_.release();
+}
+
+}  // namespace zero::model

@@ -1,0 +1,33 @@
+// LmHeadUnit: the last unit — final norm, LM head projection to the vocabulary, and the fused
+// softmax + cross-entropy. Logits exist only as one [B*T, V] buffer that the loss overwrites with
+// dlogits (probabilities are never stored). With tied embeddings it reads and accumulates into
+// the embedding unit's table instead of owning a weight.
+#pragma once
+#include "model/norm_layer.h"
+#include "model/transformer_config.h"
+#include "model/unit.h"
+
+namespace zero::model {
+
+class LmHeadUnit final : public Unit {
+ public:
+  // `tied_embedding`: the token embedding parameter to reuse (must outlive this unit), or null.
+  LmHeadUnit(const TransformerConfig& config, Parameter* tied_embedding);
+
+  std::string kind() const override { return "lm_head"; }
+  Tensor forward(StepContext& ctx, const Tensor& x) override;
+  Tensor backward(StepContext& ctx, const Tensor& dy) override;
+  void release_activations() override;
+
+ private:
+  Tensor& head_weight();
+  Tensor& head_grad();
+
+  int64_t vocab_size_;
+  NormLayer norm_;
+  size_t norm_weight_ = 0, norm_bias_ = 0, head_index_ = 0;
+  Parameter* tied_embedding_;
+  Tensor x_, h_, dlogits_;
+};
+
+}  // namespace zero::model

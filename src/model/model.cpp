@@ -1,0 +1,110 @@
+#include "model/model.h"
+
+#include <set>
+
+#include "core/check.h"
+#include "core/error.h"
+
+namespace zero::model {
+
+Model::Model(backend::Backend& backend, DType param_dtype)
+    : backend_(backend), param_dtype_(param_dtype) {}
+
+Unit& Model::add_unit(std::unique_ptr<Unit> unit) {
+  ZERO_CHECK(!finalized(), "add_unit() after finalize()");
+  units_.push_back(std::move(unit));
+  return *units_.back();
+}
+
+void Model::finalize() {
+  ZERO_CHECK(!finalized(), "finalize() called twice");
+  if (units_.empty()) throw Error("a model needs at least one unit");
+  // Unit ranges start on 16-element boundaries (64 bytes in f32) so per-unit work is aligned;
+  // parameters inside a unit are packed so adjacent ones can be fused into one matrix.
+  constexpr int64_t kUnitAlignment = 16;
+  std::set<std::string> names;
+  int64_t offset = 0;
+  for (auto& unit : units_) {
+    offset = (offset + kUnitAlignment - 1) / kUnitAlignment * kUnitAlignment;
+    for (auto& p : unit->parameters()) {
+      if (!names.insert(p.spec.name).second) {
+        throw Error("two parameters are named \"" + p.spec.name + "\"; names must be unique");
+      }
+      p.flat_offset = offset;
+      offset += p.numel();
+    }
+  }
+  num_elements_ = offset;
+  params_ = backend_.zeros({offset}, param_dtype_, MemoryCategory::kParams);
+  grads_ = backend_.zeros({offset}, param_dtype_, MemoryCategory::kGrads);
+  for (auto& unit : units_) {
+    for (auto& p : unit->parameters()) {
+      p.value = params_.view(p.flat_offset, p.spec.shape);
+      p.grad = grads_.view(p.flat_offset, p.spec.shape);
+    }
+  }
+}
+
+double Model::forward(StepContext& ctx) {
+  ZERO_CHECK(finalized(), "forward() before finalize()");
+  Tensor x;
+  for (auto& unit : units_) x = unit->forward(ctx, x);
+  if (!x.defined() || x.numel() != 1 || x.dtype() != DType::kF64) {
+    throw Error("the last unit (" + units_.back()->name() +
+                ") must return the loss as a host f64 tensor [1]");
+  }
+  last_output_ = x;
+  return x.data<double>()[0];
+}
+
+void Model::backward(StepContext& ctx, double loss_grad) {
+  Tensor dy = Tensor::zeros_host({1}, DType::kF64);
+  dy.data<double>()[0] = loss_grad;
+  for (size_t i = units_.size(); i-- > 0;) {
+    dy = units_[i]->backward(ctx, dy);
+    units_[i]->release_activations();
+  }
+  last_output_ = Tensor();
+}
+
+double Model::forward_backward(const Batch& batch, double loss_grad) {
+  StepContext ctx{backend_, batch};
+  const double loss = forward(ctx);
+  backward(ctx, loss_grad);
+  return loss;
+}
+
+double Model::evaluate(const Batch& batch) {
+  StepContext ctx{backend_, batch};
+  ctx.training = false;
+  const double loss = forward(ctx);
+  for (auto& unit : units_) unit->release_activations();
+  return loss;
+}
+
+void Model::zero_grad() { backend_.fill(grads_, 0.0); }
+
+std::vector<Parameter*> Model::parameters() {
+  std::vector<Parameter*> out;
+  for (auto& unit : units_) {
+    for (auto& p : unit->parameters()) out.push_back(&p);
+  }
+  return out;
+}
+
+Parameter* Model::find_parameter(const std::string& name) {
+  for (auto& unit : units_) {
+    for (auto& p : unit->parameters()) {
+      if (p.spec.name == name) return &p;
+    }
+  }
+  return nullptr;
+}
+
+Parameter& Model::parameter(const std::string& name) {
+  Parameter* p = find_parameter(name);
+  if (p == nullptr) throw Error("the model has no parameter named \"" + name + "\"");
+  return *p;
+}
+
+}  // namespace zero::model

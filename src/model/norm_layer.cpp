@@ -1,0 +1,37 @@
+#include "model/norm_layer.h"
+
+#include "core/check.h"
+
+namespace zero::model {
+
+Tensor NormLayer::forward(backend::Backend& backend, const Tensor& x, const Tensor& weight,
+                          const Tensor* bias, bool training) {
+  const int64_t rows = x.size(0);
+  const DType stats = backend::stats_dtype(x.dtype());
+  Tensor y = backend.empty(x.shape(), x.dtype(), MemoryCategory::kActivations);
+  Tensor rstd = backend.empty({rows}, stats, MemoryCategory::kActivations);
+  if (kind_ == NormKind::kLayerNorm) {
+    Tensor mean = backend.empty({rows}, stats, MemoryCategory::kActivations);
+    backend.layernorm_forward(y, mean, rstd, x, weight, bias, eps_);
+    if (training) mean_ = mean;
+  } else {
+    backend.rmsnorm_forward(y, rstd, x, weight, eps_);
+  }
+  if (training) rstd_ = rstd;
+  return y;
+}
+
+Tensor NormLayer::backward(backend::Backend& backend, const Tensor& dy, const Tensor& x,
+                           const Tensor& weight, Tensor& dweight, Tensor* dbias) {
+  ZERO_CHECK(rstd_.defined(), "norm backward without a training forward");
+  Tensor dx = backend.empty(x.shape(), x.dtype(), MemoryCategory::kActivations);
+  if (kind_ == NormKind::kLayerNorm) {
+    backend.layernorm_backward(dx, dweight, dbias, dy, x, weight, mean_, rstd_);
+  } else {
+    backend.rmsnorm_backward(dx, dweight, dy, x, weight, rstd_);
+  }
+  release();
+  return dx;
+}
+
+}  // namespace zero::model

@@ -1,0 +1,66 @@
+// TransformerConfig: the shape of a decoder-only transformer, read from a Hugging Face
+// config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM) or
+// taken from a built-in preset. Everything the model builder needs, validated once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zero::model {
+
+enum class ModelFamily { kGpt2, kLlama, kQwen2, kMistral };
+enum class NormKind { kLayerNorm, kRmsNorm };
+enum class MlpKind { kGeluTanh, kSwiGlu };
+
+const char* family_name(ModelFamily family);
+
+struct TransformerConfig {
+  ModelFamily family = ModelFamily::kGpt2;
+  std::string architecture = "GPT2LMHeadModel";  // the HF class name written to config.json
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate_size = 0;
+  int64_t max_position_embeddings = 0;
+  double norm_eps = 1e-5;
+  NormKind norm = NormKind::kLayerNorm;
+  MlpKind mlp = MlpKind::kGeluTanh;
+  bool learned_positions = true;  // GPT-2's wpe table; otherwise rotary embeddings
+  double rope_theta = 0.0;        // used when !learned_positions
+  bool tie_word_embeddings = true;
+  bool qkv_bias = true;           // bias on the q/k/v projections
+  bool attn_out_bias = true;      // bias on the attention output projection
+  bool mlp_bias = true;
+  bool norm_bias = true;          // LayerNorm has a bias; RMSNorm never does
+  int64_t sliding_window = 0;     // 0: full causal attention
+  // The config.json this came from (empty for presets); saving writes it back with only the
+  // keys zero.cpp owns updated, so fields we do not model survive a round trip.
+  nlohmann::json source_json;
+
+  // Parses a Hugging Face config.json object. `source` names the file in error messages.
+  static TransformerConfig from_hf_json(const nlohmann::json& json, const std::string& source);
+  // Reads and parses a config.json file (throws FileError / ConfigError naming the path).
+  static TransformerConfig from_hf_file(const std::string& path);
+  // The Hugging Face config.json for this model.
+  nlohmann::json to_hf_json() const;
+
+  // Throws ConfigError if fields contradict each other (heads not dividing, sizes <= 0, ...).
+  void validate(const std::string& source) const;
+  // Parameters of the model, counting a tied embedding once.
+  int64_t num_parameters() const;
+  int64_t q_dim() const { return num_heads * head_dim; }
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+};
+
+// Built-in model shapes: "tiny" (GPT-2 style, byte vocabulary), "tiny-llama", "gpt2-124m",
+// "gpt2-350m", "llama-1b". Throws ConfigError listing the presets for an unknown name.
+TransformerConfig preset_config(std::string_view name);
+std::vector<std::string> preset_names();
+
+}  // namespace zero::model

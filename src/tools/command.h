@@ -1,0 +1,14 @@
+// The subcommands of the `zero` program. Each takes its own arguments (argv after the
+// subcommand name) and returns the process exit code; user errors are thrown as zero::Error and
+// reported by main.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace zero::tools {
+
+using Args = std::vector<std::string>;
+
+int run_forward_backward(const Args& args);
+
+}  // namespace zero::tools
