@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "model/model_flops.h"
 #include "model/transformer_builder.h"
 
 namespace {
@@ -79,16 +80,11 @@ int main(int argc, char** argv) {
   }
   model::Batch data = model::batch_from_input_ids(ids);
 
-  // Model FLOPs per step: 3 x 2 x (matmul MACs) for the linears, and causal attention
-  // (QK^T and PV forward = 2 T^2 D per head counting the causal half, backward twice that).
-  double gemm_flops = 0.0;
   const std::vector<Gemm> gemms = step_gemms(config, rows);
-  for (const Gemm& g : gemms) gemm_flops += 2.0 * static_cast<double>(g.m * g.n * g.k);
-  const double attention_flops = 3.0 * 2.0 * static_cast<double>(batch) *
-                                 static_cast<double>(config.num_layers) *
-                                 static_cast<double>(seq_len * seq_len) *
-                                 static_cast<double>(config.q_dim());
-  const double step_flops = gemm_flops + attention_flops;
+  const model::StepFlops flops = model::training_flops(config, batch, seq_len);
+  const double gemm_flops = flops.matmul;
+  const double attention_flops = flops.attention;
+  const double step_flops = flops.total();
 
   net->zero_grad();
   net->forward_backward(data);  // warm-up: first-touch of activations, BLAS buffers

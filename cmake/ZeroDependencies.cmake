@@ -3,9 +3,12 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(PkgConfig REQUIRED)
 # OpenBLAS: prefer the OpenMP build so BLAS threads and our OpenMP threads share one pool.
-find_library(ZERO_OPENBLAS_LIBRARY NAMES openblaso openblas
+# Look in Debian's openblas-openmp folder first: the plain libopenblas.so is an alternatives link
+# that may point at the pthread build.
+find_library(ZERO_OPENBLAS_LIBRARY NAMES openblas
   PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp
-  REQUIRED)
+  NO_DEFAULT_PATH)
+find_library(ZERO_OPENBLAS_LIBRARY NAMES openblaso openblas REQUIRED)
 find_path(ZERO_CBLAS_INCLUDE_DIR NAMES cblas.h
   PATHS /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/aarch64-linux-gnu/openblas-openmp
         /usr/include/openblas REQUIRED)

@@ -22,6 +22,9 @@
 #include "core/dtype.h"
 #include "core/memory_category.h"
 #include "core/tensor.h"
+#include "backend/optimizer_kernels.h"
+
+#include <span>
 
 namespace zero::backend {
 
@@ -123,6 +126,20 @@ class Backend {
   virtual void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                                      const Tensor& targets, int64_t ignore_index,
                                      double grad_scale) = 0;
+
+  // ---- reductions ----------------------------------------------------------------------------
+  // sum(x^2) over all elements, accumulated in f64 and returned to the host (synchronises).
+  // Any Inf/NaN element makes the result non-finite: the overflow check relies on that.
+  virtual double squared_norm(const Tensor& x) = 0;
+
+  // ---- optimizer updates (flat f32 buffers; src/optim owns the semantics) --------------------
+  // params, grads and every state buffer are contiguous f32 of the same numel; segments cover
+  // the elements to update (each with its weight-decay flag). State per kind:
+  //   kAdam: {exp_avg, exp_avg_sq}; kLamb: {exp_avg, exp_avg_sq}; kLion: {exp_avg};
+  //   kAdagrad: {sum_sq}.
+  virtual void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                                std::span<Tensor> state, std::span<const ParamSegment> segments,
+                                const OptimizerHyper& hyper) = 0;
 };
 
 }  // namespace zero::backend

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/host_convert.h"
 #include "model/hf_checkpoint.h"
 #include "model/transformer_builder.h"
 #include "tools/arg_parser.h"

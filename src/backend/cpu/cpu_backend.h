@@ -55,6 +55,11 @@ class CpuBackend final : public Backend {
   void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                              const Tensor& targets, int64_t ignore_index,
                              double grad_scale) override;
+
+  double squared_norm(const Tensor& x) override;
+  void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                        std::span<Tensor> state, std::span<const ParamSegment> segments,
+                        const OptimizerHyper& hyper) override;
 };
 
 }  // namespace zero::backend

@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace zero::backend {
 

@@ -1,0 +1,47 @@
+// Checkpoint directory layout and atomic commits, DeepSpeed-like:
+//   DIR/<tag>/...   one checkpoint (tag defaults to "global_step<N>")
+//   DIR/latest      text file holding the newest complete tag
+// A checkpoint is written into a hidden temporary folder, every file fsynced, then renamed to
+// DIR/<tag>, the directory fsynced, and only then `latest` is replaced (atomically). A crash or
+// kill at any point leaves the previous checkpoint and `latest` intact.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace zero::engine {
+
+// Test hook: called with a stage name ("files_written", "renamed") during commit; a test can
+// throw from it to simulate a crash at that point. Null in normal runs.
+using CheckpointCrashHook = std::function<void(const std::string& stage)>;
+void set_checkpoint_crash_hook(CheckpointCrashHook hook);
+
+class CheckpointWriter {
+ public:
+  // Prepares DIR/.tmp-<tag>-<pid>/ (removing a stale one). Throws FileError when DIR cannot be
+  // created.
+  CheckpointWriter(std::string dir, std::string tag);
+  ~CheckpointWriter();  // removes the temporary folder if commit() did not happen
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Where to write this checkpoint's files before commit().
+  const std::string& staging_dir() const { return staging_; }
+  // fsyncs the staged files, moves them to DIR/<tag> (replacing an older checkpoint of the same
+  // tag), fsyncs DIR, then points DIR/latest at the tag.
+  void commit();
+
+ private:
+  std::string dir_;
+  std::string tag_;
+  std::string staging_;
+  bool committed_ = false;
+};
+
+// The tag to load: `tag` if non-empty, else the contents of DIR/latest. Throws FileError naming
+// the path when DIR, DIR/latest or DIR/<tag> is missing.
+std::string resolve_checkpoint_tag(const std::string& dir, const std::string& tag);
+
+// A tag must be a plain folder name (no '/', not "." or "..", not empty).
+void validate_tag(const std::string& tag);
+
+}  // namespace zero::engine
