@@ -82,7 +82,7 @@ class Backend {
   virtual void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
                                   const Tensor& x, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd) = 0;
-  // y = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps); saves rstd[N] (stats_dtype).
+  // y = (x * rstd) * weight, rstd = 1/sqrt(mean(x^2) + eps); saves rstd[N] (stats_dtype).
   virtual void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
                                double eps) = 0;
   virtual void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,

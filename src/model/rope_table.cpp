@@ -19,8 +19,8 @@ RopeTable build_rope_table(backend::Backend& backend, int64_t seq_len, int64_t h
   for (int64_t t = 0; t < seq_len; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       const float angle = inv_freq[static_cast<size_t>(i)] * static_cast<float>(t);
-      cos_host.data<double>()[t * half + i] = static_cast<double>(std::cos(angle));
-      sin_host.data<double>()[t * half + i] = static_cast<double>(std::sin(angle));
+      cos_host.data<double>()[t * half + i] = std::cos(static_cast<double>(angle));
+      sin_host.data<double>()[t * half + i] = std::sin(static_cast<double>(angle));
     }
   }
   RopeTable table;

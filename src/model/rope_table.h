@@ -1,7 +1,8 @@
-// Rotary-embedding tables cos/sin [T, D/2] for positions 0..T-1. They are computed the way
-// Hugging Face computes them — inverse frequencies, angles, cos and sin all in float32, then
-// converted to the activation dtype — so zero.cpp reproduces HF models to the last bit the
-// float32 tables allow, in f32 and f64 alike.
+// Rotary-embedding tables cos/sin [T, D/2] for positions 0..T-1. The angles are the ones
+// Hugging Face computes — inverse frequencies and angle = inv_freq * t in float32 — because they
+// define the positions a checkpoint was trained with (at t ~ 1000 a float32 angle is off by
+// ~1e-4 rad from the exact one). cos and sin of those angles are then evaluated in double and
+// rounded once to the table dtype, which f64 oracle runs need.
 #pragma once
 #include <cstdint>
 

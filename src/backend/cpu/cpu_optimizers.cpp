@@ -1,0 +1,153 @@
+#include "backend/cpu/cpu_optimizers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend/cpu/cpu_checks.h"
+
+namespace zero::backend::cpu {
+namespace {
+
+size_t state_count(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kLamb: return 2;
+    case OptimizerKind::kLion:
+    case OptimizerKind::kAdagrad: return 1;
+  }
+  return 0;
+}
+
+// Adam (DeepSpeed FusedAdam): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr * (m / bc1) / (sqrt(v) / sqrt(bc2) + eps), with decoupled decay p -= lr wd p
+// (adam_w_mode) or L2 decay g += wd p.
+void adam_segment(float* p, const float* g, float* m, float* v, int64_t n, const OptimizerHyper& h,
+                  double wd) {
+  const double bc1 = h.bias_correction ? 1.0 - std::pow(h.beta1, static_cast<double>(h.step)) : 1.0;
+  const double bc2 = h.bias_correction ? 1.0 - std::pow(h.beta2, static_cast<double>(h.step)) : 1.0;
+  const auto b1 = static_cast<float>(h.beta1), b2 = static_cast<float>(h.beta2);
+  const auto step_size = static_cast<float>(h.lr / bc1);
+  const auto inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  const auto eps = static_cast<float>(h.eps);
+  const auto decay = static_cast<float>(h.lr * wd);
+  const auto l2 = static_cast<float>(wd);
+  const bool decoupled = h.adam_w_mode;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    float grad = g[i];
+    if (!decoupled) grad += l2 * p[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * grad;
+    v[i] = b2 * v[i] + (1.0f - b2) * grad * grad;
+    const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + eps;
+    if (decoupled) p[i] -= decay * p[i];
+    p[i] -= step_size * m[i] / denom;
+  }
+}
+
+// Lamb (DeepSpeed FusedLamb): u = m_hat / (sqrt(v_hat) + eps) + wd p; per parameter tensor
+// trust = ||p|| / ||u|| clamped to [min_coeff, max_coeff] (1 when either norm is 0);
+// p -= lr * trust * u.
+void lamb_segment(float* p, const float* g, float* m, float* v, int64_t n, const OptimizerHyper& h,
+                  double wd) {
+  const double bc1 = h.bias_correction ? 1.0 - std::pow(h.beta1, static_cast<double>(h.step)) : 1.0;
+  const double bc2 = h.bias_correction ? 1.0 - std::pow(h.beta2, static_cast<double>(h.step)) : 1.0;
+  const auto b1 = static_cast<float>(h.beta1), b2 = static_cast<float>(h.beta2);
+  const auto eps = static_cast<float>(h.eps);
+  const auto wdf = static_cast<float>(wd);
+  const auto inv_bc1 = static_cast<float>(1.0 / bc1), inv_bc2 = static_cast<float>(1.0 / bc2);
+  double p_norm_sq = 0.0, u_norm_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    const float u = (m[i] * inv_bc1) / (std::sqrt(v[i] * inv_bc2) + eps) + wdf * p[i];
+    p_norm_sq += static_cast<double>(p[i]) * p[i];
+    u_norm_sq += static_cast<double>(u) * u;
+  }
+  double trust = 1.0;
+  if (p_norm_sq > 0.0 && u_norm_sq > 0.0) {
+    trust = std::clamp(std::sqrt(p_norm_sq) / std::sqrt(u_norm_sq), h.lamb_min_coeff, h.lamb_max_coeff);
+  }
+  const auto step = static_cast<float>(h.lr * trust);
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = (m[i] * inv_bc1) / (std::sqrt(v[i] * inv_bc2) + eps) + wdf * p[i];
+    p[i] -= step * u;
+  }
+}
+
+// Lion: c = b1 m + (1-b1) g; p = p (1 - lr wd) - lr sign(c); m = b2 m + (1-b2) g.
+void lion_segment(float* p, const float* g, float* m, int64_t n, const OptimizerHyper& h, double wd) {
+  const auto b1 = static_cast<float>(h.beta1), b2 = static_cast<float>(h.beta2);
+  const auto lr = static_cast<float>(h.lr);
+  const auto keep = static_cast<float>(1.0 - h.lr * wd);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float c = b1 * m[i] + (1.0f - b1) * g[i];
+    const float sign = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
+    p[i] = p[i] * keep - lr * sign;
+    m[i] = b2 * m[i] + (1.0f - b2) * g[i];
+  }
+}
+
+// Adagrad (DeepSpeed CPU Adagrad): g += wd p; s += g^2; p -= lr g / (sqrt(s) + eps).
+void adagrad_segment(float* p, const float* g, float* s, int64_t n, const OptimizerHyper& h,
+                     double wd) {
+  const auto lr = static_cast<float>(h.lr), eps = static_cast<float>(h.eps);
+  const auto l2 = static_cast<float>(wd);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float grad = g[i] + l2 * p[i];
+    s[i] += grad * grad;
+    p[i] -= lr * grad / (std::sqrt(s[i]) + eps);
+  }
+}
+
+}  // namespace
+
+void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                      std::span<Tensor> state, std::span<const ParamSegment> segments,
+                      const OptimizerHyper& hyper) {
+  const char* op = "optimizer_update";
+  require_contiguous(params, op, "params");
+  require_contiguous(grads, op, "grads");
+  require_dtype(params, DType::kF32, op, "params");
+  require_dtype(grads, DType::kF32, op, "grads");
+  require_same_shape(params, grads, op, "params", "grads");
+  if (state.size() != state_count(kind)) {
+    throw ShapeError(std::string(op) + ": expected " + std::to_string(state_count(kind)) +
+                     " state buffers, got " + std::to_string(state.size()));
+  }
+  for (Tensor& s : state) {
+    require_contiguous(s, op, "state");
+    require_dtype(s, DType::kF32, op, "state");
+    require_same_shape(s, params, op, "state", "params");
+  }
+  const int64_t n = params.numel();
+  float* p = params.data<float>();
+  const float* g = grads.data<float>();
+  for (const ParamSegment& seg : segments) {
+    if (seg.offset < 0 || seg.length < 0 || seg.offset + seg.length > n) {
+      throw ShapeError(std::string(op) + ": segment [" + std::to_string(seg.offset) + ", +" +
+                       std::to_string(seg.length) + ") is outside the " + std::to_string(n) +
+                       "-element buffer");
+    }
+    const double wd = seg.weight_decay ? hyper.weight_decay : 0.0;
+    const int64_t o = seg.offset, len = seg.length;
+    switch (kind) {
+      case OptimizerKind::kAdam:
+        adam_segment(p + o, g + o, state[0].data<float>() + o, state[1].data<float>() + o, len, hyper, wd);
+        break;
+      case OptimizerKind::kLamb:
+        lamb_segment(p + o, g + o, state[0].data<float>() + o, state[1].data<float>() + o, len, hyper, wd);
+        break;
+      case OptimizerKind::kLion:
+        lion_segment(p + o, g + o, state[0].data<float>() + o, len, hyper, wd);
+        break;
+      case OptimizerKind::kAdagrad:
+        adagrad_segment(p + o, g + o, state[0].data<float>() + o, len, hyper, wd);
+        break;
+    }
+  }
+}
+
+}  // namespace zero::backend::cpu

@@ -1,0 +1,213 @@
+#include "model/hf_checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/host_convert.h"
+#include "io/atomic_file.h"
+#include "io/safetensors_reader.h"
+#include "io/safetensors_writer.h"
+#include "model/transformer_builder.h"
+
+namespace zero::model {
+namespace fs = std::filesystem;
+namespace {
+
+// Where each tensor name of a model folder lives.
+class WeightIndex {
+ public:
+  explicit WeightIndex(const std::string& dir) {
+    const fs::path single = fs::path(dir) / "model.safetensors";
+    const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+    if (fs::exists(single)) {
+      add_file(single.string());
+    } else if (fs::exists(index)) {
+      read_index(index.string());
+    } else {
+      throw FileError(dir + ": no model.safetensors or model.safetensors.index.json found (zero.cpp "
+                            "reads safetensors weights; convert pytorch_model.bin with "
+                            "transformers' save_pretrained(safe_serialization=True))");
+    }
+  }
+
+  // The file holding `name`, trying the bare name too (some GPT-2 checkpoints omit the
+  // "transformer." prefix and some Llama ones the "model." prefix, as HF's base_model_prefix).
+  const std::string* find(const std::string& name, std::string* stored_name) const {
+    for (const std::string& candidate : {name, strip_prefix(name)}) {
+      auto it = location_.find(candidate);
+      if (it != location_.end()) {
+        *stored_name = candidate;
+        return &it->second;
+      }
+    }
+    return nullptr;
+  }
+  const io::SafetensorsFile& file(const std::string& path) const { return files_.at(path); }
+  const std::map<std::string, std::string>& locations() const { return location_; }
+
+ private:
+  static std::string strip_prefix(const std::string& name) {
+    for (const char* prefix : {"transformer.", "model."}) {
+      const std::string p(prefix);
+      if (name.rfind(p, 0) == 0) return name.substr(p.size());
+    }
+    return name;
+  }
+
+  void add_file(const std::string& path) {
+    auto [it, inserted] = files_.emplace(path, io::SafetensorsFile::open(path));
+    if (!inserted) return;
+    for (const auto& entry : it->second.entries()) location_.emplace(entry.name, path);
+  }
+
+  void read_index(const std::string& path) {
+    std::ifstream in(path);
+    nlohmann::json json;
+    try {
+      json = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw FileError(path + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!json.contains("weight_map") || !json["weight_map"].is_object()) {
+      throw FileError(path + ": missing the 'weight_map' object of a sharded checkpoint index");
+    }
+    const fs::path dir = fs::path(path).parent_path();
+    for (const auto& [name, file] : json["weight_map"].items()) {
+      if (!file.is_string()) throw FileError(path + ": weight_map[\"" + name + "\"] is not a file name");
+      const std::string shard = (dir / file.get<std::string>()).string();
+      if (!fs::exists(shard)) {
+        throw FileError(path + ": shard " + shard + " listed for tensor \"" + name + "\" does not exist");
+      }
+      add_file(shard);
+      if (!files_.at(shard).contains(name)) {
+        throw FileError(path + ": tensor \"" + name + "\" is listed in " + shard +
+                        " but that file does not contain it");
+      }
+    }
+  }
+
+  std::map<std::string, io::SafetensorsFile> files_;
+  std::map<std::string, std::string> location_;  // tensor name -> file path
+};
+
+Shape hf_shape(const Parameter& p) {
+  if (p.spec.hf_layout == HfLayout::kTransposed) return {p.spec.shape[1], p.spec.shape[0]};
+  return p.spec.shape;
+}
+
+// Out[c, r] = in[r, c] for a contiguous host matrix.
+Tensor transposed_host(const Tensor& in) {
+  const int64_t rows = in.size(0);
+  const int64_t cols = in.size(1);
+  Tensor out = Tensor::empty(cpu_allocator(), {cols, rows}, in.dtype(), MemoryCategory::kOther);
+  const size_t elem = in.element_size();
+  const auto* src = static_cast<const char*>(in.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      std::memcpy(dst + static_cast<size_t>(c * rows + r) * elem,
+                  src + static_cast<size_t>(r * cols + c) * elem, elem);
+    }
+  }
+  return out;
+}
+
+// Tensors a checkpoint may hold that are not parameters (causal-mask buffers, cached rotary
+// frequencies) and are ignored, as transformers ignores them.
+bool is_known_buffer(const std::string& name) {
+  for (const char* suffix : {".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq"}) {
+    const std::string s(suffix);
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void load_hf_weights(Model& model, const std::string& dir) {
+  WeightIndex index(dir);
+  std::set<std::string> used;
+  for (Parameter* p : model.parameters()) {
+    std::string stored;
+    const std::string* path = index.find(p->spec.name, &stored);
+    if (path == nullptr) {
+      throw FileError(dir + ": tensor \"" + p->spec.name +
+                      "\" is missing from the weights; does config.json match model.safetensors?");
+    }
+    used.insert(stored);
+    const io::SafetensorsFile& file = index.file(*path);
+    Tensor source = file.tensor(stored);
+    if (source.shape() != hf_shape(*p)) {
+      throw ShapeError(*path + ": tensor \"" + stored + "\" has shape " +
+                       shape_to_string(source.shape()) + " but the model built from config.json "
+                       "expects " + shape_to_string(hf_shape(*p)));
+    }
+    if (!dtype_is_floating(source.dtype())) {
+      throw FileError(*path + ": tensor \"" + stored + "\" has integer dtype " +
+                      dtype_name(source.dtype()) + "; parameters must be floating point");
+    }
+    Tensor host = converted_host(source, model.param_dtype());
+    if (p->spec.hf_layout == HfLayout::kTransposed) host = transposed_host(host);
+    model.backend().copy_from_host(p->value, host.raw_data());
+  }
+  const bool tied = model.config() && model.config()->tie_word_embeddings;
+  std::vector<std::string> unexpected;
+  for (const auto& [name, path] : index.locations()) {
+    if (used.count(name) || is_known_buffer(name)) continue;
+    if (tied && name == "lm_head.weight") continue;  // a tied head saved anyway: HF ignores it
+    unexpected.push_back(name);
+  }
+  if (!unexpected.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unexpected.size() && i < 5; ++i) list += (i ? ", " : "") + unexpected[i];
+    if (unexpected.size() > 5) list += ", ... (" + std::to_string(unexpected.size()) + " in all)";
+    throw FileError(dir + ": the weights hold tensors the model does not have: " + list +
+                    "; does config.json match model.safetensors?");
+  }
+}
+
+std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
+                                     DType param_dtype) {
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  if (!fs::is_directory(dir)) throw FileError(dir + ": not a directory (expected a Hugging Face model folder)");
+  if (!fs::exists(config_path)) throw FileError(dir + ": no config.json in the model folder");
+  TransformerConfig config = TransformerConfig::from_hf_file(config_path);
+  auto model = build_transformer(config, backend, param_dtype);
+  load_hf_weights(*model, dir);
+  return model;
+}
+
+void save_hf_model(Model& model, const std::string& dir, DType save_dtype) {
+  if (!model.config()) throw Error("save_hf_model: the model was not built from a TransformerConfig");
+  if (!dtype_is_floating(save_dtype)) {
+    throw ConfigError(std::string("cannot save parameters as ") + dtype_name(save_dtype));
+  }
+  fs::create_directories(dir);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (Parameter* p : model.parameters()) {
+    Tensor host = Tensor::empty(cpu_allocator(), p->spec.shape, model.param_dtype(), MemoryCategory::kOther);
+    model.backend().copy_to_host(host.raw_data(), p->value);
+    if (p->spec.hf_layout == HfLayout::kTransposed) host = transposed_host(host);
+    tensors.emplace_back(p->spec.name, converted_host(host, save_dtype));
+  }
+  io::write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  nlohmann::json config = model.config()->to_hf_json();
+  static const std::map<DType, const char*> kTorchNames = {
+      {DType::kF32, "float32"}, {DType::kF64, "float64"}, {DType::kF16, "float16"}, {DType::kBF16, "bfloat16"}};
+  config["dtype"] = kTorchNames.at(save_dtype);
+  const std::string text = config.dump(2) + "\n";
+  io::write_file_atomically((fs::path(dir) / "config.json").string(), [&](std::FILE* f) {
+    if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) {
+      throw FileError(dir + "/config.json: short write");
+    }
+  });
+}
+
+}  // namespace zero::model
