@@ -75,6 +75,8 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  // No elements: no layout to get wrong (a zero-length narrow must still view/flatten).
+  if (numel() == 0) return true;
   int64_t expected = 1;
   for (size_t i = shape_.size(); i-- > 0;) {
     if (shape_[i] != 1 && strides_[i] != expected) return false;
