@@ -102,7 +102,9 @@ TEST(Rope, RotatesPairsAndInverseIsTranspose) {
   const double* n = buffer.data<double>();
   for (int64_t i = 0; i < buffer.numel(); ++i) {
     const int64_t col = i % r.row;
-    if (col < r.column || col >= r.column + r.h * r.d) EXPECT_EQ(o[i], n[i]) << "outside the view";
+    if (col < r.column || col >= r.column + r.h * r.d) {
+      EXPECT_EQ(o[i], n[i]) << "outside the view";
+    }
   }
   // Each (i, i + D/2) pair keeps its length; position 0 is the identity.
   for (int64_t b = 0; b < r.b; ++b) {
@@ -113,7 +115,9 @@ TEST(Rope, RotatesPairsAndInverseIsTranspose) {
           const double before = std::hypot(o[base + i], o[base + i + r.d / 2]);
           const double after = std::hypot(n[base + i], n[base + i + r.d / 2]);
           EXPECT_NEAR(before, after, 1e-14);
-          if (t == 0) EXPECT_EQ(o[base + i], n[base + i]);
+          if (t == 0) {
+            EXPECT_EQ(o[base + i], n[base + i]);
+          }
         }
       }
     }

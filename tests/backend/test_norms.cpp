@@ -97,7 +97,9 @@ TEST_P(Norms, BackwardMatchesFiniteDifferencesAndAccumulates) {
   // 1e-6: f64 central differences are accurate to ~1e-9 here (support/gradcheck.h).
   EXPECT_LE(relative_error(o.dx, finite_difference(x, loss)), 1e-6);
   EXPECT_LE(relative_error(minus(o.dw, 0.25), finite_difference(w, loss)), 1e-6);
-  if (ln) EXPECT_LE(relative_error(minus(o.db, 0.25), finite_difference(b, loss)), 1e-6);
+  if (ln) {
+    EXPECT_LE(relative_error(minus(o.db, 0.25), finite_difference(b, loss)), 1e-6);
+  }
 }
 
 TEST_P(Norms, LayerNormWithoutBiasAndF32MatchesF64) {
