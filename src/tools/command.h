@@ -10,5 +10,7 @@ namespace zero::tools {
 using Args = std::vector<std::string>;
 
 int run_forward_backward(const Args& args);
+int run_train(const Args& args);
+int run_convert(const Args& args);
 
 }  // namespace zero::tools

@@ -13,22 +13,26 @@ const char* kUsage =
     "usage: zero [COMMAND] [flags]\n"
     "\n"
     "commands:\n"
-    "  forward-backward   one forward and backward pass on a random batch (the default)\n"
+    "  train              train a model with a DeepSpeed config (the default)\n"
+    "  convert            checkpoint -> Hugging Face folder: zero convert CKPT_DIR OUT_DIR\n"
+    "  forward-backward   one forward and backward pass on a random batch\n"
     "  help               this text\n"
     "\n"
-    "`zero COMMAND --help` lists a command's flags. With no command, zero runs\n"
-    "forward-backward on the built-in tiny model.\n";
+    "`zero COMMAND --help` lists a command's flags. With no command, zero trains the\n"
+    "built-in tiny model on the synthetic source and prints the loss floor next to the loss.\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::string command = "forward-backward";
+  std::string command = "train";
   if (!args.empty() && args[0].rfind("--", 0) != 0) {
     command = args[0];
     args.erase(args.begin());
   }
   try {
+    if (command == "train") return zero::tools::run_train(args);
+    if (command == "convert") return zero::tools::run_convert(args);
     if (command == "forward-backward") return zero::tools::run_forward_backward(args);
     if (command == "help" || command == "-h") {
       std::fputs(kUsage, stdout);

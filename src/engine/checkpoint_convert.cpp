@@ -1,0 +1,51 @@
+#include "engine/checkpoint_convert.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "engine/checkpoint_dir.h"
+#include "io/safetensors_reader.h"
+#include "model/hf_checkpoint.h"
+#include "model/transformer_builder.h"
+
+namespace zero::engine {
+namespace fs = std::filesystem;
+
+void convert_checkpoint_to_hf(const std::string& checkpoint_dir, const std::string& tag,
+                              const std::string& out_dir, DType dtype) {
+  const std::string resolved = resolve_checkpoint_tag(checkpoint_dir, tag);
+  const fs::path folder = fs::path(checkpoint_dir) / resolved;
+  const fs::path state_path = folder / "engine_state.json";
+  std::ifstream in(state_path);
+  if (!in) throw FileError(state_path.string() + ": missing; not a zero.cpp checkpoint");
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw FileError(state_path.string() + ": corrupt JSON (" + e.what() + ")");
+  }
+  if (!state.contains("model_config")) {
+    throw FileError(state_path.string() + ": has no model_config (the model was not a transformer "
+                                          "built from a config), so it cannot become an HF folder");
+  }
+  const model::TransformerConfig config =
+      model::TransformerConfig::from_hf_json(state["model_config"], state_path.string());
+  backend::CpuBackend cpu;
+  auto model = model::build_transformer(config, cpu, DType::kF32);
+  const auto weights = io::SafetensorsFile::open((folder / "model.safetensors").string());
+  for (model::Parameter* p : model->parameters()) {
+    Tensor source = weights.tensor(p->spec.name);
+    if (source.shape() != p->spec.shape || source.dtype() != DType::kF32) {
+      throw FileError(weights.path() + ": tensor '" + p->spec.name + "' is " + source.describe() +
+                      ", expected f32" + shape_to_string(p->spec.shape));
+    }
+    cpu.copy_from_host(p->value, source.raw_data());
+  }
+  model::save_hf_model(*model, out_dir, dtype);
+}
+
+}  // namespace zero::engine

@@ -1,0 +1,118 @@
+#include "engine/engine.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace zero::engine {
+
+Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, comm::Comm& comm)
+    : model_(std::move(model)), settings_(std::move(settings)), comm_(comm) {
+  ZERO_CHECK(model_ && model_->finalized(), "Engine needs a finalized model");
+  if (model_->param_dtype() != DType::kF32) {
+    throw UnsupportedError(std::string("training needs f32 parameters (master weights); got ") +
+                           dtype_name(model_->param_dtype()) +
+                           " (bf16/fp16 arrive with the mixed-precision issue)");
+  }
+  if (settings_.gradient_accumulation_steps < 1 || settings_.micro_batch_size < 1) {
+    throw ConfigError("gradient_accumulation_steps and train_micro_batch_size_per_gpu must be >= 1");
+  }
+  optimizer_ = optim::Optimizer::create({settings_.optimizer_type, settings_.optimizer_params},
+                                        "optimizer");
+  optimizer_->init_state(model_->backend(), model_->num_parameters());
+  schedule_ = optim::LrSchedule::create({settings_.scheduler_type, settings_.scheduler_params},
+                                        optimizer_->base_lr(), "scheduler");
+  for (model::Parameter* p : model_->parameters()) {
+    segments_.push_back({p->flat_offset, p->numel(), p->spec.weight_decay});
+  }
+  model_->zero_grad();
+}
+
+Engine::~Engine() = default;
+
+double Engine::forward(const model::Batch& batch) {
+  if (pending_) {
+    throw Error("Engine::forward called twice without backward(); call backward() after each "
+                "training forward, or use eval_batch() for evaluation");
+  }
+  if (batch.batch_size() != settings_.micro_batch_size) {
+    throw ShapeError("micro-batch of " + std::to_string(batch.batch_size()) +
+                     " sequences, but train_micro_batch_size_per_gpu is " +
+                     std::to_string(settings_.micro_batch_size));
+  }
+  if (settings_.wall_clock_breakdown) timers_.start("forward");
+  pending_batch_ = batch;
+  pending_ = std::make_unique<model::StepContext>(
+      model::StepContext{model_->backend(), pending_batch_});
+  const double loss = model_->forward(*pending_);
+  if (settings_.wall_clock_breakdown) timers_.stop("forward");
+  return loss;
+}
+
+void Engine::backward() {
+  if (!pending_) throw Error("Engine::backward called without a preceding forward()");
+  if (settings_.wall_clock_breakdown) timers_.start("backward");
+  model_->backward(*pending_, 1.0 / static_cast<double>(settings_.gradient_accumulation_steps));
+  pending_.reset();
+  ++micro_steps_;
+  if (settings_.wall_clock_breakdown) timers_.stop("backward");
+}
+
+bool Engine::is_gradient_accumulation_boundary() const {
+  return micro_steps_ > 0 && micro_steps_ % settings_.gradient_accumulation_steps == 0;
+}
+
+bool Engine::step() {
+  if (!is_gradient_accumulation_boundary()) return false;
+  if (settings_.wall_clock_breakdown) timers_.start("step");
+  apply_update();
+  if (settings_.wall_clock_breakdown) timers_.stop("step");
+  if (settings_.wall_clock_breakdown && comm_.rank() == 0 &&
+      settings_.steps_per_print > 0 && global_steps_ % settings_.steps_per_print == 0) {
+    std::printf("[step %lld] time (ms) | %s\n", static_cast<long long>(global_steps_),
+                timers_.summary({"forward", "backward", "step"}).c_str());
+    timers_.reset();
+  }
+  return true;
+}
+
+void Engine::apply_update() {
+  auto& be = model_->backend();
+  Tensor& grads = model_->flat_grads();
+  // Data-parallel ranks would sum their squared norms here (one all-reduce).
+  const double squared = comm_.all_reduce_scalar(be.squared_norm(grads), comm::ReduceOp::kSum);
+  last_grad_norm_ = std::sqrt(squared);
+  if (settings_.gradient_clipping > 0.0) {
+    const double coefficient = optim::clip_coefficient(last_grad_norm_, settings_.gradient_clipping);
+    if (coefficient < 1.0) optim::clip_gradients(be, grads, coefficient);
+  }
+  if (auto momentum = schedule_->momentum_at(schedule_->last_batch_iteration())) {
+    optimizer_->set_beta1(*momentum);
+  }
+  optimizer_->step(be, model_->flat_params(), grads, segments_, schedule_->current_lr());
+  schedule_->step();
+  model_->zero_grad();
+  ++global_steps_;
+  global_samples_ += settings_.train_batch_size;
+}
+
+double Engine::train_batch(const std::function<model::Batch()>& next) {
+  double total = 0.0;
+  for (int64_t i = 0; i < settings_.gradient_accumulation_steps; ++i) {
+    total += forward(next());
+    backward();
+  }
+  step();
+  return total / static_cast<double>(settings_.gradient_accumulation_steps);
+}
+
+double Engine::eval_batch(const model::Batch& batch) { return model_->evaluate(batch); }
+
+double Engine::get_lr() const { return schedule_->current_lr(); }
+
+}  // namespace zero::engine

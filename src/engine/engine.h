@@ -1,0 +1,91 @@
+// Engine: drives training of a Model the way deepspeed.initialize()'s engine does —
+// forward(batch) -> loss, backward(), step() (applied only at the gradient-accumulation
+// boundary), train_batch(), eval_batch(), counters, learning rate, and atomic checkpoints.
+//
+// Single rank today; every cross-rank quantity (gradients, norms) already goes through `comm`,
+// so the ZeRO stages slot in behind the same verbs. Ownership: the Engine owns the model, the
+// optimizer and the schedule; `comm` must outlive it. One thread drives an Engine.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/optimizer_kernels.h"
+#include "comm/comm.h"
+#include "engine/engine_settings.h"
+#include "engine/timers.h"
+#include "model/model.h"
+
+namespace zero::optim {
+class Optimizer;
+class LrSchedule;
+}  // namespace zero::optim
+
+namespace zero::engine {
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<model::Model> model, EngineSettings settings, comm::Comm& comm);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs the model forward on one micro-batch and keeps what backward needs; returns its loss.
+  double forward(const model::Batch& batch);
+  // Backpropagates the last forward's loss, divided by gradient_accumulation_steps as DeepSpeed
+  // does, accumulating into the gradient buffer.
+  void backward();
+  // At the accumulation boundary: global gradient norm, clipping, optimizer update, LR schedule,
+  // zero the gradients, count the step. Elsewhere a no-op. Returns whether an update happened.
+  bool step();
+  bool is_gradient_accumulation_boundary() const;
+  // gradient_accumulation_steps x (forward, backward, step) on micro-batches from `next`;
+  // returns the mean loss.
+  double train_batch(const std::function<model::Batch()>& next);
+  // Loss of one micro-batch without gradients.
+  double eval_batch(const model::Batch& batch);
+
+  int64_t global_steps() const { return global_steps_; }
+  int64_t global_samples() const { return global_samples_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  int64_t micro_steps() const { return micro_steps_; }
+  double get_lr() const;
+  // Norm of the gradients of the last applied step, before clipping.
+  double last_grad_norm() const { return last_grad_norm_; }
+  const EngineSettings& settings() const { return settings_; }
+  model::Model& model() { return *model_; }
+  Timers& timers() { return timers_; }
+
+  // Writes DIR/<tag> (default "global_step<N>") atomically and then DIR/latest; see
+  // checkpoint_dir.h. `client_state` is stored and returned by load_checkpoint.
+  void save_checkpoint(const std::string& dir, const std::string& tag = "",
+                       const nlohmann::json& client_state = nlohmann::json::object());
+  // Restores weights, optimizer state, schedule and counters from DIR/<tag> (default: the tag
+  // in DIR/latest); returns the client state. Throws FileError for missing or damaged files and
+  // for a checkpoint of another model.
+  nlohmann::json load_checkpoint(const std::string& dir, const std::string& tag = "");
+
+ private:
+  void apply_update();
+
+  std::unique_ptr<model::Model> model_;
+  EngineSettings settings_;
+  comm::Comm& comm_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::vector<backend::ParamSegment> segments_;
+  std::unique_ptr<model::StepContext> pending_;  // forward done, backward not yet
+  model::Batch pending_batch_;
+  Timers timers_;
+  int64_t global_steps_ = 0;
+  int64_t global_samples_ = 0;
+  int64_t skipped_steps_ = 0;
+  int64_t micro_steps_ = 0;
+  double last_grad_norm_ = 0.0;
+};
+
+}  // namespace zero::engine

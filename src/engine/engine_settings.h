@@ -1,0 +1,26 @@
+// EngineSettings: the part of the DeepSpeed configuration the training engine acts on, already
+// validated and with batch sizes resolved. Built from a config::DeepSpeedConfig (see
+// engine_settings.cpp) or directly in code by C++ users and tests.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace zero::engine {
+
+struct EngineSettings {
+  int64_t train_batch_size = 1;          // samples per optimizer step, all ranks together
+  int64_t micro_batch_size = 1;          // samples per forward/backward on one rank
+  int64_t gradient_accumulation_steps = 1;
+  double gradient_clipping = 1.0;        // max global gradient norm; 0 disables
+  int64_t steps_per_print = 10;
+  bool wall_clock_breakdown = false;
+  std::string optimizer_type = "AdamW";  // DeepSpeed spelling
+  nlohmann::json optimizer_params = nlohmann::json::object();
+  std::string scheduler_type;            // empty: constant learning rate
+  nlohmann::json scheduler_params = nlohmann::json::object();
+  nlohmann::json source_config = nlohmann::json::object();  // the resolved DeepSpeed JSON
+};
+
+}  // namespace zero::engine

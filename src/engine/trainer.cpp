@@ -1,0 +1,159 @@
+#include "engine/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "core/error.h"
+#include "model/model_flops.h"
+
+namespace zero::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+nlohmann::json memory_json(const MemoryStats& m) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t c = 0; c < kNumMemoryCategories; ++c) {
+    out[memory_category_name(static_cast<MemoryCategory>(c))] = m.live_bytes[c];
+  }
+  out["peak_total"] = m.total_peak_bytes;
+  return out;
+}
+
+double evaluate(Engine& engine, TrainingData& data, const TrainerOptions& options) {
+  double total = 0.0;
+  for (int64_t i = 0; i < options.eval_batches; ++i) {
+    total += engine.eval_batch(data.next(engine.settings().micro_batch_size, options.seq_len));
+  }
+  return total / static_cast<double>(options.eval_batches);
+}
+
+void draw_progress(int64_t step, int64_t total, double loss) {
+  const int width = 30;
+  const int filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
+  std::printf("\r[%.*s%*s] %lld/%lld loss %.4f", filled, "==============================",
+              width - filled, "", static_cast<long long>(step), static_cast<long long>(total), loss);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* eval_data,
+                             const TrainerOptions& options) {
+  if (options.steps < 0 || options.seq_len < 2) {
+    throw ConfigError("--steps must be >= 0 and --seq-len >= 2");
+  }
+  if (!options.resume_dir.empty()) {
+    const nlohmann::json client = engine.load_checkpoint(options.resume_dir);
+    if (client.contains("data")) data.restore(client["data"]);
+    if (eval_data != nullptr && client.contains("eval_data")) eval_data->restore(client["eval_data"]);
+    if (!options.quiet) {
+      std::printf("resumed from %s at step %lld\n", options.resume_dir.c_str(),
+                  static_cast<long long>(engine.global_steps()));
+    }
+  }
+  std::unique_ptr<std::ofstream> log;
+  if (!options.log_json_path.empty()) {
+    log = std::make_unique<std::ofstream>(options.log_json_path, std::ios::app);
+    if (!*log) throw FileError(options.log_json_path + ": cannot open the --log-json file for writing");
+  }
+  const EngineSettings& s = engine.settings();
+  const int64_t tokens_per_step = s.micro_batch_size * s.gradient_accumulation_steps * options.seq_len;
+  double flops_per_step = 0.0;
+  if (engine.model().config()) {
+    flops_per_step = model::training_flops(*engine.model().config(),
+                                           s.micro_batch_size * s.gradient_accumulation_steps,
+                                           options.seq_len).total();
+  }
+  const bool terminal = ::isatty(STDOUT_FILENO) != 0 && !options.quiet;
+  auto save = [&](const char* why) {
+    nlohmann::json client = {{"data", data.state()}};
+    if (eval_data != nullptr) client["eval_data"] = eval_data->state();
+    engine.save_checkpoint(options.save_dir, "", client);
+    if (!options.quiet) {
+      std::printf("%ssaved checkpoint %s/global_step%lld (%s)\n", terminal ? "\n" : "",
+                  options.save_dir.c_str(), static_cast<long long>(engine.global_steps()), why);
+    }
+  };
+
+  TrainingSummary summary;
+  summary.entropy_floor = data.entropy_floor();
+  const auto start = Clock::now();
+  auto window_start = start;
+  double window_loss = 0.0;
+  int64_t window_steps = 0;
+  int64_t steps_run = 0;
+  while (engine.global_steps() < options.steps) {
+    const double loss = engine.train_batch([&] { return data.next(s.micro_batch_size, options.seq_len); });
+    if (!std::isfinite(loss)) {
+      throw Error("the training loss became " + std::to_string(loss) + " at step " +
+                  std::to_string(engine.global_steps()) + "; lower the learning rate or check the data");
+    }
+    ++steps_run;
+    window_loss += loss;
+    ++window_steps;
+    const int64_t step = engine.global_steps();
+    const bool last = step >= options.steps;
+    const bool print = last || (s.steps_per_print > 0 && step % s.steps_per_print == 0);
+    if (print) {
+      const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
+      const double tokens_per_s = static_cast<double>(window_steps * tokens_per_step) / seconds;
+      const double mean_loss = window_loss / static_cast<double>(window_steps);
+      const double achieved = flops_per_step * static_cast<double>(window_steps) / seconds;
+      const double mfu = options.peak_flops > 0 ? achieved / options.peak_flops : 0.0;
+      const MemoryStats mem = engine.model().backend().allocator().stats();
+      summary.final_loss = mean_loss;
+      if (!options.quiet) {
+        if (terminal) std::printf("\r\033[K");
+        std::printf("step %6lld | loss %.4f | lr %.3e | grad norm %.3f | %8.0f tok/s | %.2f TFLOP/s",
+                    static_cast<long long>(step), mean_loss, engine.get_lr(), engine.last_grad_norm(),
+                    tokens_per_s, achieved / 1e12);
+        if (mfu > 0) std::printf(" | MFU %.1f%%", 100.0 * mfu);
+        std::printf(" | mem %.1f MiB (params %.1f, grads %.1f, optim %.1f, act peak %.1f)\n",
+                    mib(mem.total_live_bytes), mib(mem.live(MemoryCategory::kParams)),
+                    mib(mem.live(MemoryCategory::kGrads)), mib(mem.live(MemoryCategory::kOptimizer)),
+                    mib(mem.peak(MemoryCategory::kActivations)));
+      }
+      if (log) {
+        nlohmann::json line = {{"step", step},
+                               {"loss", mean_loss},
+                               {"lr", engine.get_lr()},
+                               {"loss_scale", 1.0},
+                               {"skipped_steps", engine.skipped_steps()},
+                               {"grad_norm", engine.last_grad_norm()},
+                               {"tokens_per_s", tokens_per_s},
+                               {"mfu", mfu},
+                               {"memory_bytes", memory_json(mem)}};
+        *log << line.dump() << "\n";
+        log->flush();
+      }
+      window_loss = 0.0;
+      window_steps = 0;
+      window_start = Clock::now();
+    } else if (terminal) {
+      draw_progress(step, options.steps, loss);
+    }
+    if (eval_data != nullptr && options.eval_every > 0 && step % options.eval_every == 0 && !last) {
+      const double eval_loss = evaluate(engine, *eval_data, options);
+      if (!options.quiet) std::printf("eval   %6lld | loss %.4f\n", static_cast<long long>(step), eval_loss);
+    }
+    if (!options.save_dir.empty() && options.save_every > 0 && step % options.save_every == 0 && !last) {
+      save("--save-every");
+    }
+  }
+  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.steps = engine.global_steps();
+  summary.tokens_per_second =
+      summary.seconds > 0 ? static_cast<double>(steps_run * tokens_per_step) / summary.seconds : 0.0;
+  if (eval_data != nullptr) summary.final_eval_loss = evaluate(engine, *eval_data, options);
+  if (!options.save_dir.empty() && steps_run > 0) save("end of training");
+  return summary;
+}
+
+}  // namespace zero::engine

@@ -1,0 +1,41 @@
+// The training loop behind `zero train`: builds the engine, pulls micro-batches, logs step lines
+// (and one JSON object per logged step), evaluates, saves and resumes checkpoints, and prints a
+// summary. A library function so tests drive it exactly as the command line does.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/training_data.h"
+
+namespace zero::engine {
+
+struct TrainerOptions {
+  int64_t steps = 100;           // optimizer steps to reach (counting steps already in --resume)
+  int64_t seq_len = 64;
+  std::string save_dir;          // empty: no checkpoints
+  int64_t save_every = 0;        // 0: only at the end (when save_dir is set)
+  std::string resume_dir;        // empty: fresh start; else loads <dir>/latest
+  int64_t eval_every = 0;        // 0: evaluate only at the end (when eval data is given)
+  int64_t eval_batches = 4;
+  std::string log_json_path;     // empty: no JSON log
+  bool quiet = false;            // no step lines (tests)
+  double peak_flops = 0.0;       // FLOP/s that MFU divides by; <= 0: not reported
+};
+
+struct TrainingSummary {
+  int64_t steps = 0;
+  double final_loss = 0.0;       // mean training loss of the last logged window
+  std::optional<double> final_eval_loss;
+  std::optional<double> entropy_floor;
+  double tokens_per_second = 0.0;
+  double seconds = 0.0;
+};
+
+// Trains `engine` on `data` (and evaluates on `eval_data` when given) per `options`.
+TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* eval_data,
+                             const TrainerOptions& options);
+
+}  // namespace zero::engine

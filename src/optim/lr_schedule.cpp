@@ -1,0 +1,210 @@
+#include "optim/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <set>
+
+#include "core/error.h"
+
+namespace zero::optim {
+namespace {
+
+class Params {
+ public:
+  Params(const nlohmann::json& params, std::string where) : params_(params), where_(std::move(where)) {
+    if (!params_.is_object()) throw ConfigError(where_ + " must be an object, got " + params_.dump());
+  }
+  double number(const char* key, double fallback) {
+    used_.insert(key);
+    if (!params_.contains(key)) return fallback;
+    const auto& v = params_.at(key);
+    if (!v.is_number() || v.get<double>() < 0) {
+      throw ConfigError(where_ + "." + key + " must be a non-negative number, got " + v.dump());
+    }
+    return v.get<double>();
+  }
+  int64_t integer(const char* key, int64_t fallback) {
+    const double v = number(key, static_cast<double>(fallback));
+    if (v != std::floor(v)) throw ConfigError(where_ + "." + key + " must be an integer, got " + std::to_string(v));
+    return static_cast<int64_t>(v);
+  }
+  int64_t required_integer(const char* key) {
+    if (!params_.contains(key)) throw ConfigError(where_ + "." + key + " is required");
+    return integer(key, 0);
+  }
+  bool boolean(const char* key, bool fallback) {
+    used_.insert(key);
+    if (!params_.contains(key)) return fallback;
+    if (!params_.at(key).is_boolean()) throw ConfigError(where_ + "." + key + " must be true or false");
+    return params_.at(key).get<bool>();
+  }
+  std::string warmup_type() {
+    used_.insert("warmup_type");
+    const std::string t = params_.value("warmup_type", std::string("log"));
+    if (t != "log" && t != "linear") {
+      throw ConfigError(where_ + ".warmup_type must be \"log\" or \"linear\", got \"" + t + "\"");
+    }
+    return t;
+  }
+  void accept(const char* key) { used_.insert(key); }
+  void reject_unknown() const {
+    for (const auto& [key, value] : params_.items()) {
+      if (used_.count(key)) continue;
+      std::string known;
+      for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
+      throw ConfigError(where_ + "." + key + " is not a parameter of this scheduler (known: " + known + ")");
+    }
+  }
+
+ private:
+  const nlohmann::json& params_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+class ConstantSchedule final : public LrSchedule {
+ public:
+  explicit ConstantSchedule(double lr) : lr_(lr) {}
+  double lr_at(int64_t) const override { return lr_; }
+
+ private:
+  double lr_;
+};
+
+// The warmup ramp of WarmupLR/WarmupDecayLR/WarmupCosineLR: gamma in [0, 1] over
+// warmup_num_steps (at least 2), logarithmic (DeepSpeed's default) or linear.
+struct Warmup {
+  int64_t steps = 1000;
+  bool log = true;
+  double gamma(int64_t it) const {
+    if (log) return std::log(static_cast<double>(it + 1)) / std::log(static_cast<double>(steps));
+    return static_cast<double>(it) / static_cast<double>(steps);
+  }
+};
+
+Warmup read_warmup(Params& p) {
+  Warmup w;
+  w.steps = std::max<int64_t>(2, p.integer("warmup_num_steps", 1000));
+  w.log = p.warmup_type() == "log";
+  return w;
+}
+
+// WarmupLR: min_lr + (max_lr - min_lr) * gamma, gamma = 1 after warmup; min_lr before the start.
+class WarmupLr : public LrSchedule {
+ public:
+  explicit WarmupLr(Params& p)
+      : min_lr_(p.number("warmup_min_lr", 0.0)), max_lr_(p.number("warmup_max_lr", 0.001)),
+        warmup_(read_warmup(p)) {}
+  double lr_at(int64_t it) const override {
+    if (it < 0) return min_lr_;
+    return min_lr_ + (max_lr_ - min_lr_) * gamma(it);
+  }
+
+ protected:
+  virtual double gamma(int64_t it) const { return it < warmup_.steps ? warmup_.gamma(it) : 1.0; }
+  double min_lr_, max_lr_;
+  Warmup warmup_;
+};
+
+// WarmupDecayLR: WarmupLR, then linear decay to 0 at total_num_steps.
+class WarmupDecayLr final : public WarmupLr {
+ public:
+  explicit WarmupDecayLr(Params& p) : WarmupLr(p), total_(p.required_integer("total_num_steps")) {}
+
+ private:
+  double gamma(int64_t it) const override {
+    if (it < warmup_.steps) return warmup_.gamma(it);
+    return std::max(0.0, static_cast<double>(total_ - it) /
+                             std::max(1.0, static_cast<double>(total_ - warmup_.steps)));
+  }
+  int64_t total_;
+};
+
+// WarmupCosineLR: a ratio of the optimizer's lr — warmup from warmup_min_ratio to 1, then a
+// cosine from 1 to cos_min_ratio at total_num_steps; 0 before the start.
+class WarmupCosineLr final : public LrSchedule {
+ public:
+  WarmupCosineLr(Params& p, double optimizer_lr)
+      : base_lr_(optimizer_lr), total_(p.required_integer("total_num_steps")),
+        min_ratio_(p.number("warmup_min_ratio", 0.0)), cos_min_ratio_(p.number("cos_min_ratio", 0.0001)),
+        warmup_(read_warmup(p)) {}
+  double lr_at(int64_t it) const override {
+    if (it < 0) return 0.0;
+    double ratio;
+    if (it < warmup_.steps) {
+      ratio = min_ratio_ + warmup_.gamma(it) * (1.0 - min_ratio_);
+    } else {
+      const double done = static_cast<double>(it - warmup_.steps + 1);
+      const double span = static_cast<double>(total_ - warmup_.steps);
+      const double cosine = (1.0 + std::cos(std::numbers::pi * done / span)) / 2.0;
+      ratio = std::max(0.0, cos_min_ratio_ + (1.0 - cos_min_ratio_) * cosine);
+    }
+    return base_lr_ * ratio;
+  }
+
+ private:
+  double base_lr_;
+  int64_t total_;
+  double min_ratio_, cos_min_ratio_;
+  Warmup warmup_;
+};
+
+// LRRangeTest: min_lr * (1 + step_rate * interval), interval = (it + 1) / step_size, floored
+// when staircase.
+class LrRangeTest final : public LrSchedule {
+ public:
+  explicit LrRangeTest(Params& p)
+      : min_lr_(p.number("lr_range_test_min_lr", 1e-3)),
+        step_size_(static_cast<double>(std::max<int64_t>(1, p.integer("lr_range_test_step_size", 2000)))),
+        step_rate_(p.number("lr_range_test_step_rate", 1.0)),
+        staircase_(p.boolean("lr_range_test_staircase", false)) {}
+  double lr_at(int64_t it) const override {
+    if (it < 0) return min_lr_;
+    double interval = static_cast<double>(it + 1) / step_size_;
+    if (staircase_) interval = std::floor(interval);
+    return min_lr_ * (1.0 + step_rate_ * interval);
+  }
+
+ private:
+  double min_lr_, step_size_, step_rate_;
+  bool staircase_;
+};
+
+}  // namespace
+
+void LrSchedule::load_state_json(const nlohmann::json& state) {
+  if (!state.is_object() || !state.contains("last_batch_iteration") ||
+      !state["last_batch_iteration"].is_number_integer()) {
+    throw FileError("scheduler state is missing last_batch_iteration");
+  }
+  last_batch_iteration_ = state["last_batch_iteration"].get<int64_t>();
+}
+
+std::unique_ptr<LrSchedule> LrSchedule::create(const SchedulerSpec& spec, double optimizer_lr,
+                                               const std::string& source) {
+  if (spec.type.empty()) return std::make_unique<ConstantSchedule>(optimizer_lr);
+  Params p(spec.params, source + ".params");
+  p.accept("last_batch_iteration");
+  std::unique_ptr<LrSchedule> out;
+  if (spec.type == "WarmupLR") {
+    out = std::make_unique<WarmupLr>(p);
+  } else if (spec.type == "WarmupDecayLR") {
+    out = std::make_unique<WarmupDecayLr>(p);
+  } else if (spec.type == "WarmupCosineLR") {
+    out = std::make_unique<WarmupCosineLr>(p, optimizer_lr);
+  } else if (spec.type == "LRRangeTest") {
+    out = std::make_unique<LrRangeTest>(p);
+  } else if (spec.type == "OneCycle") {
+    throw UnsupportedError(source + ".type = \"OneCycle\" is not supported yet by zero.cpp "
+                                    "(WarmupLR, WarmupDecayLR, WarmupCosineLR and LRRangeTest are)");
+  } else {
+    throw ConfigError(source + ".type = \"" + spec.type +
+                      "\" is not a DeepSpeed scheduler; use WarmupLR, WarmupDecayLR, "
+                      "WarmupCosineLR, OneCycle or LRRangeTest");
+  }
+  p.reject_unknown();
+  return out;
+}
+
+}  // namespace zero::optim

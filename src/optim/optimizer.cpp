@@ -1,0 +1,154 @@
+#include "optim/optimizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "core/error.h"
+
+namespace zero::optim {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Reads optional params with type checks; remembers which keys were consumed.
+class ParamReader {
+ public:
+  ParamReader(const nlohmann::json& params, std::string where) : params_(params), where_(std::move(where)) {
+    if (!params_.is_object()) throw ConfigError(where_ + " must be an object, got " + params_.dump());
+  }
+  double number(const char* key, double fallback, bool positive = false) {
+    used_.insert(key);
+    if (!params_.contains(key)) return fallback;
+    const auto& v = params_.at(key);
+    if (!v.is_number() || (positive && v.get<double>() <= 0) || v.get<double>() < 0) {
+      throw ConfigError(where_ + "." + key + " must be a " + (positive ? "positive" : "non-negative") +
+                        " number, got " + v.dump());
+    }
+    return v.get<double>();
+  }
+  bool boolean(const char* key, bool fallback) {
+    used_.insert(key);
+    if (!params_.contains(key)) return fallback;
+    if (!params_.at(key).is_boolean()) throw ConfigError(where_ + "." + key + " must be true or false, got " + params_.at(key).dump());
+    return params_.at(key).get<bool>();
+  }
+  std::pair<double, double> betas(double b1, double b2) {
+    used_.insert("betas");
+    if (!params_.contains("betas")) return {b1, b2};
+    const auto& v = params_.at("betas");
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() ||
+        v[0].get<double>() < 0 || v[0].get<double>() >= 1 || v[1].get<double>() < 0 || v[1].get<double>() >= 1) {
+      throw ConfigError(where_ + ".betas must be [beta1, beta2] with each in [0, 1), got " + v.dump());
+    }
+    return {v[0].get<double>(), v[1].get<double>()};
+  }
+  void accept(const char* key) { used_.insert(key); }
+  void reject_unknown() const {
+    for (const auto& [key, value] : params_.items()) {
+      if (!used_.count(key)) {
+        std::string known;
+        for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
+        throw ConfigError(where_ + "." + key + " is not a parameter of this optimizer (known: " + known + ")");
+      }
+    }
+  }
+
+ private:
+  const nlohmann::json& params_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const std::string& source) {
+  auto opt = std::make_unique<Optimizer>();
+  const std::string type = lower(spec.type);
+  ParamReader p(spec.params, source + ".params");
+  backend::OptimizerHyper& h = opt->hyper_;
+  if (type == "adam" || type == "adamw") {
+    // DeepSpeed's FusedAdam: "Adam" means AdamW (decoupled decay) unless adam_w_mode is false.
+    opt->kind_ = backend::OptimizerKind::kAdam;
+    h.lr = p.number("lr", 1e-3, true);
+    std::tie(h.beta1, h.beta2) = p.betas(0.9, 0.999);
+    h.eps = p.number("eps", 1e-8, true);
+    h.weight_decay = p.number("weight_decay", 0.0);
+    h.bias_correction = p.boolean("bias_correction", true);
+    h.adam_w_mode = type == "adamw" || p.boolean("adam_w_mode", true);
+    p.accept("adam_w_mode");
+    p.boolean("torch_adam", false);  // which kernel PyTorch would use; no effect here
+    if (p.boolean("amsgrad", false)) {
+      throw UnsupportedError(source + ".params.amsgrad = true is not supported yet by zero.cpp");
+    }
+    opt->state_names_ = {"exp_avg", "exp_avg_sq"};
+  } else if (type == "lamb") {
+    opt->kind_ = backend::OptimizerKind::kLamb;
+    h.lr = p.number("lr", 1e-3, true);
+    std::tie(h.beta1, h.beta2) = p.betas(0.9, 0.999);
+    h.eps = p.number("eps", 1e-8, true);
+    h.weight_decay = p.number("weight_decay", 0.0);
+    h.bias_correction = p.boolean("bias_correction", true);
+    h.lamb_max_coeff = p.number("max_coeff", 10.0, true);
+    h.lamb_min_coeff = p.number("min_coeff", 0.01);
+    if (p.number("max_grad_norm", 0.0) > 0.0) {
+      throw UnsupportedError(source + ".params.max_grad_norm > 0 is not supported yet; use the "
+                                      "top-level gradient_clipping instead");
+    }
+    opt->state_names_ = {"exp_avg", "exp_avg_sq"};
+  } else if (type == "lion") {
+    opt->kind_ = backend::OptimizerKind::kLion;
+    h.lr = p.number("lr", 1e-4, true);
+    std::tie(h.beta1, h.beta2) = p.betas(0.9, 0.99);
+    h.weight_decay = p.number("weight_decay", 0.0);
+    opt->state_names_ = {"exp_avg"};
+  } else if (type == "adagrad") {
+    opt->kind_ = backend::OptimizerKind::kAdagrad;
+    h.lr = p.number("lr", 1e-2, true);
+    h.eps = p.number("eps", 1e-10, true);
+    h.weight_decay = p.number("weight_decay", 0.0);
+    opt->state_names_ = {"sum_sq"};
+  } else if (type == "onebitadam" || type == "zerooneadam" || type == "onebitlamb" ||
+             type == "muadam" || type == "muadamw" || type == "musgd" || type == "muon") {
+    throw UnsupportedError(source + ".type = \"" + spec.type + "\" is not supported yet by zero.cpp "
+                                    "(supported: Adam, AdamW, Lamb, Lion, Adagrad)");
+  } else {
+    throw ConfigError(source + ".type = \"" + spec.type +
+                      "\" is not a DeepSpeed optimizer; use Adam, AdamW, Lamb, Lion or Adagrad");
+  }
+  p.reject_unknown();
+  opt->type_ = spec.type;
+  return opt;
+}
+
+void Optimizer::init_state(backend::Backend& backend, int64_t numel) {
+  state_.clear();
+  for (size_t i = 0; i < state_names_.size(); ++i) {
+    state_.push_back(backend.zeros({numel}, DType::kF32, MemoryCategory::kOptimizer));
+  }
+}
+
+void Optimizer::step(backend::Backend& backend, Tensor& params, const Tensor& grads,
+                     std::span<const backend::ParamSegment> segments, double lr) {
+  hyper_.lr = lr;
+  backend.optimizer_update(kind_, params, grads, state_, segments, hyper_);
+  ++hyper_.step;
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < state_.size(); ++i) out.emplace_back(state_names_[i], state_[i]);
+  return out;
+}
+
+nlohmann::json Optimizer::hyper_json() const {
+  return {{"lr", hyper_.lr},         {"beta1", hyper_.beta1},
+          {"beta2", hyper_.beta2},   {"eps", hyper_.eps},
+          {"weight_decay", hyper_.weight_decay}, {"bias_correction", hyper_.bias_correction},
+          {"adam_w_mode", hyper_.adam_w_mode}};
+}
+
+}  // namespace zero::optim

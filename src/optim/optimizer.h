@@ -1,0 +1,55 @@
+// Optimizer: DeepSpeed's basic optimizers (Adam, AdamW, Lamb, Lion, Adagrad) over one flat f32
+// parameter buffer, with their state in accounted f32 buffers (MemoryCategory::kOptimizer). The
+// elementwise math runs through Backend::optimizer_update; this class owns the hyper-parameters
+// with DeepSpeed's names and defaults, the step count and the state.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+
+namespace zero::optim {
+
+// The config's optimizer block: {"type": ..., "params": {...}}.
+struct OptimizerSpec {
+  std::string type;
+  nlohmann::json params = nlohmann::json::object();
+};
+
+class Optimizer {
+ public:
+  // Validates type (case-insensitive, DeepSpeed spellings) and params (unknown keys and bad
+  // values throw ConfigError naming "<source>.params.<key>").
+  static std::unique_ptr<Optimizer> create(const OptimizerSpec& spec, const std::string& source);
+
+  const std::string& type() const { return type_; }
+  // Allocates zeroed state for `numel` elements on `backend`.
+  void init_state(backend::Backend& backend, int64_t numel);
+  // One update of `params` from `grads` over `segments` at learning rate `lr`.
+  void step(backend::Backend& backend, Tensor& params, const Tensor& grads,
+            std::span<const backend::ParamSegment> segments, double lr);
+
+  int64_t step_count() const { return hyper_.step - 1; }
+  void set_step_count(int64_t steps) { hyper_.step = steps + 1; }
+  double base_lr() const { return hyper_.lr; }
+  // OneCycle-style schedules cycle beta1 as the momentum.
+  void set_beta1(double beta1) { hyper_.beta1 = beta1; }
+  // Named full-length state buffers ("exp_avg", "exp_avg_sq", "sum_sq"), for checkpoints.
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const;
+  nlohmann::json hyper_json() const;
+
+ private:
+  std::string type_;
+  backend::OptimizerKind kind_ = backend::OptimizerKind::kAdam;
+  backend::OptimizerHyper hyper_;
+  std::vector<std::string> state_names_;
+  std::vector<Tensor> state_;
+};
+
+}  // namespace zero::optim
