@@ -13,11 +13,13 @@ namespace {
 class Params {
  public:
   Params(const nlohmann::json& params, std::string where) : params_(params), where_(std::move(where)) {
-    if (!params_.is_object()) throw ConfigError(where_ + " must be an object, got " + params_.dump());
+    if (!params_.is_object() && !params_.is_null()) {
+      throw ConfigError(where_ + " must be an object, got " + params_.dump());
+    }
   }
   double number(const char* key, double fallback) {
     used_.insert(key);
-    if (!params_.contains(key)) return fallback;
+    if (params_.is_null() || !params_.contains(key)) return fallback;
     const auto& v = params_.at(key);
     if (!v.is_number() || v.get<double>() < 0) {
       throw ConfigError(where_ + "." + key + " must be a non-negative number, got " + v.dump());
@@ -30,18 +32,18 @@ class Params {
     return static_cast<int64_t>(v);
   }
   int64_t required_integer(const char* key) {
-    if (!params_.contains(key)) throw ConfigError(where_ + "." + key + " is required");
+    if (params_.is_null() || !params_.contains(key)) throw ConfigError(where_ + "." + key + " is required");
     return integer(key, 0);
   }
   bool boolean(const char* key, bool fallback) {
     used_.insert(key);
-    if (!params_.contains(key)) return fallback;
+    if (params_.is_null() || !params_.contains(key)) return fallback;
     if (!params_.at(key).is_boolean()) throw ConfigError(where_ + "." + key + " must be true or false");
     return params_.at(key).get<bool>();
   }
   std::string warmup_type() {
     used_.insert("warmup_type");
-    const std::string t = params_.value("warmup_type", std::string("log"));
+    const std::string t = params_.is_null() ? std::string("log") : params_.value("warmup_type", std::string("log"));
     if (t != "log" && t != "linear") {
       throw ConfigError(where_ + ".warmup_type must be \"log\" or \"linear\", got \"" + t + "\"");
     }
@@ -49,6 +51,7 @@ class Params {
   }
   void accept(const char* key) { used_.insert(key); }
   void reject_unknown() const {
+    if (params_.is_null()) return;
     for (const auto& [key, value] : params_.items()) {
       if (used_.count(key)) continue;
       std::string known;

@@ -18,11 +18,13 @@ std::string lower(std::string s) {
 class ParamReader {
  public:
   ParamReader(const nlohmann::json& params, std::string where) : params_(params), where_(std::move(where)) {
-    if (!params_.is_object()) throw ConfigError(where_ + " must be an object, got " + params_.dump());
+    if (!params_.is_object() && !params_.is_null()) {
+      throw ConfigError(where_ + " must be an object, got " + params_.dump());
+    }
   }
   double number(const char* key, double fallback, bool positive = false) {
     used_.insert(key);
-    if (!params_.contains(key)) return fallback;
+    if (params_.is_null() || !params_.contains(key)) return fallback;
     const auto& v = params_.at(key);
     if (!v.is_number() || (positive && v.get<double>() <= 0) || v.get<double>() < 0) {
       throw ConfigError(where_ + "." + key + " must be a " + (positive ? "positive" : "non-negative") +
@@ -32,13 +34,13 @@ class ParamReader {
   }
   bool boolean(const char* key, bool fallback) {
     used_.insert(key);
-    if (!params_.contains(key)) return fallback;
+    if (params_.is_null() || !params_.contains(key)) return fallback;
     if (!params_.at(key).is_boolean()) throw ConfigError(where_ + "." + key + " must be true or false, got " + params_.at(key).dump());
     return params_.at(key).get<bool>();
   }
   std::pair<double, double> betas(double b1, double b2) {
     used_.insert("betas");
-    if (!params_.contains("betas")) return {b1, b2};
+    if (params_.is_null() || !params_.contains("betas")) return {b1, b2};
     const auto& v = params_.at("betas");
     if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() ||
         v[0].get<double>() < 0 || v[0].get<double>() >= 1 || v[1].get<double>() < 0 || v[1].get<double>() >= 1) {
@@ -48,6 +50,7 @@ class ParamReader {
   }
   void accept(const char* key) { used_.insert(key); }
   void reject_unknown() const {
+    if (params_.is_null()) return;
     for (const auto& [key, value] : params_.items()) {
       if (!used_.count(key)) {
         std::string known;
