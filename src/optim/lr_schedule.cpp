@@ -3,68 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <set>
 
 #include "core/error.h"
+#include "optim/json_params.h"
 
 namespace zero::optim {
 namespace {
-
-class Params {
- public:
-  Params(const nlohmann::json& params, std::string where) : params_(params), where_(std::move(where)) {
-    if (!params_.is_object() && !params_.is_null()) {
-      throw ConfigError(where_ + " must be an object, got " + params_.dump());
-    }
-  }
-  double number(const char* key, double fallback) {
-    used_.insert(key);
-    if (params_.is_null() || !params_.contains(key)) return fallback;
-    const auto& v = params_.at(key);
-    if (!v.is_number() || v.get<double>() < 0) {
-      throw ConfigError(where_ + "." + key + " must be a non-negative number, got " + v.dump());
-    }
-    return v.get<double>();
-  }
-  int64_t integer(const char* key, int64_t fallback) {
-    const double v = number(key, static_cast<double>(fallback));
-    if (v != std::floor(v)) throw ConfigError(where_ + "." + key + " must be an integer, got " + std::to_string(v));
-    return static_cast<int64_t>(v);
-  }
-  int64_t required_integer(const char* key) {
-    if (params_.is_null() || !params_.contains(key)) throw ConfigError(where_ + "." + key + " is required");
-    return integer(key, 0);
-  }
-  bool boolean(const char* key, bool fallback) {
-    used_.insert(key);
-    if (params_.is_null() || !params_.contains(key)) return fallback;
-    if (!params_.at(key).is_boolean()) throw ConfigError(where_ + "." + key + " must be true or false");
-    return params_.at(key).get<bool>();
-  }
-  std::string warmup_type() {
-    used_.insert("warmup_type");
-    const std::string t = params_.is_null() ? std::string("log") : params_.value("warmup_type", std::string("log"));
-    if (t != "log" && t != "linear") {
-      throw ConfigError(where_ + ".warmup_type must be \"log\" or \"linear\", got \"" + t + "\"");
-    }
-    return t;
-  }
-  void accept(const char* key) { used_.insert(key); }
-  void reject_unknown() const {
-    if (params_.is_null()) return;
-    for (const auto& [key, value] : params_.items()) {
-      if (used_.count(key)) continue;
-      std::string known;
-      for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
-      throw ConfigError(where_ + "." + key + " is not a parameter of this scheduler (known: " + known + ")");
-    }
-  }
-
- private:
-  const nlohmann::json& params_;
-  std::string where_;
-  std::set<std::string> used_;
-};
 
 class ConstantSchedule final : public LrSchedule {
  public:
@@ -86,17 +30,17 @@ struct Warmup {
   }
 };
 
-Warmup read_warmup(Params& p) {
+Warmup read_warmup(JsonParams& p) {
   Warmup w;
   w.steps = std::max<int64_t>(2, p.integer("warmup_num_steps", 1000));
-  w.log = p.warmup_type() == "log";
+  w.log = p.choice("warmup_type", {"log", "linear"}) == "log";
   return w;
 }
 
 // WarmupLR: min_lr + (max_lr - min_lr) * gamma, gamma = 1 after warmup; min_lr before the start.
 class WarmupLr : public LrSchedule {
  public:
-  explicit WarmupLr(Params& p)
+  explicit WarmupLr(JsonParams& p)
       : min_lr_(p.number("warmup_min_lr", 0.0)), max_lr_(p.number("warmup_max_lr", 0.001)),
         warmup_(read_warmup(p)) {}
   double lr_at(int64_t it) const override {
@@ -113,7 +57,7 @@ class WarmupLr : public LrSchedule {
 // WarmupDecayLR: WarmupLR, then linear decay to 0 at total_num_steps.
 class WarmupDecayLr final : public WarmupLr {
  public:
-  explicit WarmupDecayLr(Params& p) : WarmupLr(p), total_(p.required_integer("total_num_steps")) {}
+  explicit WarmupDecayLr(JsonParams& p) : WarmupLr(p), total_(p.required_integer("total_num_steps")) {}
 
  private:
   double gamma(int64_t it) const override {
@@ -128,7 +72,7 @@ class WarmupDecayLr final : public WarmupLr {
 // cosine from 1 to cos_min_ratio at total_num_steps; 0 before the start.
 class WarmupCosineLr final : public LrSchedule {
  public:
-  WarmupCosineLr(Params& p, double optimizer_lr)
+  WarmupCosineLr(JsonParams& p, double optimizer_lr)
       : base_lr_(optimizer_lr), total_(p.required_integer("total_num_steps")),
         min_ratio_(p.number("warmup_min_ratio", 0.0)), cos_min_ratio_(p.number("cos_min_ratio", 0.0001)),
         warmup_(read_warmup(p)) {}
@@ -157,7 +101,7 @@ class WarmupCosineLr final : public LrSchedule {
 // when staircase.
 class LrRangeTest final : public LrSchedule {
  public:
-  explicit LrRangeTest(Params& p)
+  explicit LrRangeTest(JsonParams& p)
       : min_lr_(p.number("lr_range_test_min_lr", 1e-3)),
         step_size_(static_cast<double>(std::max<int64_t>(1, p.integer("lr_range_test_step_size", 2000)))),
         step_rate_(p.number("lr_range_test_step_rate", 1.0)),
@@ -187,7 +131,7 @@ void LrSchedule::load_state_json(const nlohmann::json& state) {
 std::unique_ptr<LrSchedule> LrSchedule::create(const SchedulerSpec& spec, double optimizer_lr,
                                                const std::string& source) {
   if (spec.type.empty()) return std::make_unique<ConstantSchedule>(optimizer_lr);
-  Params p(spec.params, source + ".params");
+  JsonParams p(spec.params, source + ".params");
   p.accept("last_batch_iteration");
   std::unique_ptr<LrSchedule> out;
   if (spec.type == "WarmupLR") {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <set>
 
 #include "core/error.h"
+#include "optim/json_params.h"
 
 namespace zero::optim {
 namespace {
@@ -14,64 +14,12 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Reads optional params with type checks; remembers which keys were consumed.
-class ParamReader {
- public:
-  ParamReader(const nlohmann::json& params, std::string where) : params_(params), where_(std::move(where)) {
-    if (!params_.is_object() && !params_.is_null()) {
-      throw ConfigError(where_ + " must be an object, got " + params_.dump());
-    }
-  }
-  double number(const char* key, double fallback, bool positive = false) {
-    used_.insert(key);
-    if (params_.is_null() || !params_.contains(key)) return fallback;
-    const auto& v = params_.at(key);
-    if (!v.is_number() || (positive && v.get<double>() <= 0) || v.get<double>() < 0) {
-      throw ConfigError(where_ + "." + key + " must be a " + (positive ? "positive" : "non-negative") +
-                        " number, got " + v.dump());
-    }
-    return v.get<double>();
-  }
-  bool boolean(const char* key, bool fallback) {
-    used_.insert(key);
-    if (params_.is_null() || !params_.contains(key)) return fallback;
-    if (!params_.at(key).is_boolean()) throw ConfigError(where_ + "." + key + " must be true or false, got " + params_.at(key).dump());
-    return params_.at(key).get<bool>();
-  }
-  std::pair<double, double> betas(double b1, double b2) {
-    used_.insert("betas");
-    if (params_.is_null() || !params_.contains("betas")) return {b1, b2};
-    const auto& v = params_.at("betas");
-    if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() ||
-        v[0].get<double>() < 0 || v[0].get<double>() >= 1 || v[1].get<double>() < 0 || v[1].get<double>() >= 1) {
-      throw ConfigError(where_ + ".betas must be [beta1, beta2] with each in [0, 1), got " + v.dump());
-    }
-    return {v[0].get<double>(), v[1].get<double>()};
-  }
-  void accept(const char* key) { used_.insert(key); }
-  void reject_unknown() const {
-    if (params_.is_null()) return;
-    for (const auto& [key, value] : params_.items()) {
-      if (!used_.count(key)) {
-        std::string known;
-        for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
-        throw ConfigError(where_ + "." + key + " is not a parameter of this optimizer (known: " + known + ")");
-      }
-    }
-  }
-
- private:
-  const nlohmann::json& params_;
-  std::string where_;
-  std::set<std::string> used_;
-};
-
 }  // namespace
 
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const std::string& source) {
   auto opt = std::make_unique<Optimizer>();
   const std::string type = lower(spec.type);
-  ParamReader p(spec.params, source + ".params");
+  JsonParams p(spec.params, source + ".params");
   backend::OptimizerHyper& h = opt->hyper_;
   if (type == "adam" || type == "adamw") {
     // DeepSpeed's FusedAdam: "Adam" means AdamW (decoupled decay) unless adam_w_mode is false.
