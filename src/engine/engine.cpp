@@ -91,8 +91,8 @@ void Engine::apply_update() {
     const double coefficient = optim::clip_coefficient(last_grad_norm_, settings_.gradient_clipping);
     if (coefficient < 1.0) optim::clip_gradients(be, grads, coefficient);
   }
-  if (auto momentum = schedule_->momentum_at(schedule_->last_batch_iteration())) {
-    optimizer_->set_beta1(*momentum);
+  if (auto betas = schedule_->betas_at(schedule_->last_batch_iteration())) {
+    optimizer_->set_betas(betas->first, betas->second);
   }
   optimizer_->step(be, model_->flat_params(), grads, segments_, schedule_->current_lr());
   schedule_->step();

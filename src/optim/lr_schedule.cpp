@@ -118,6 +118,54 @@ class LrRangeTest final : public LrSchedule {
   bool staircase_;
 };
 
+// OneCycle: a triangle from cycle_min_lr up to cycle_max_lr over cycle_first_step_size steps and
+// back over cycle_second_step_size (default: the first), then decay; momentum (beta1) moves the
+// opposite way between cycle_max_mom and cycle_min_mom. As in DeepSpeed, beta2 is held at 0.99
+// while momentum cycles, and the state before the first step is (cycle_min_lr, cycle_min_mom).
+class OneCycle final : public LrSchedule {
+ public:
+  explicit OneCycle(JsonParams& p)
+      : min_lr_(p.number("cycle_min_lr", 0.0)), max_lr_(p.number("cycle_max_lr", 0.0)),
+        decay_lr_rate_(p.number("decay_lr_rate", 0.0)), decay_step_size_(p.number("decay_step_size", 0.0)),
+        cycle_momentum_(p.boolean("cycle_momentum", true)), min_mom_(p.number("cycle_min_mom", 0.8)),
+        max_mom_(p.number("cycle_max_mom", 0.9)), decay_mom_rate_(p.number("decay_mom_rate", 0.0)) {
+    const double first = p.number("cycle_first_step_size", 2000.0, true);
+    const double second = p.number("cycle_second_step_size", first, true);
+    p.integer("cycle_first_stair_count", 0);   // DeepSpeed reads but does not apply the stair counts
+    p.integer("cycle_second_stair_count", 0);
+    total_ = first + second;
+    step_ratio_ = first / total_;
+  }
+  double lr_at(int64_t it) const override {
+    if (it < 0) return min_lr_;
+    if (static_cast<double>(it) < total_) return min_lr_ + (max_lr_ - min_lr_) * scale(it);
+    if (decay_step_size_ == 0.0 || decay_lr_rate_ == 0.0) return min_lr_;
+    const double interval = (static_cast<double>(it) - total_ + 1) / decay_step_size_;
+    return min_lr_ / (1.0 + decay_lr_rate_ * interval);
+  }
+  std::optional<std::pair<double, double>> betas_at(int64_t it) const override {
+    if (!cycle_momentum_) return std::nullopt;
+    if (it < 0) return std::pair{min_mom_, 0.99};
+    if (static_cast<double>(it) < total_) return std::pair{max_mom_ - (max_mom_ - min_mom_) * scale(it), 0.99};
+    if (decay_step_size_ == 0.0 || decay_mom_rate_ == 0.0) return std::pair{max_mom_, 0.99};
+    const double interval = (static_cast<double>(it) - total_ + 1) / decay_step_size_;
+    return std::pair{max_mom_ * (1.0 + decay_mom_rate_ * interval), 0.99};
+  }
+
+ private:
+  // Position in the triangle: 0 at the ends, 1 at the peak.
+  double scale(int64_t it) const {
+    const double iteration = static_cast<double>(it + 1);
+    const double cycle = std::floor(1.0 + iteration / total_);
+    const double x = 1.0 + iteration / total_ - cycle;
+    return x <= step_ratio_ ? x / step_ratio_ : (x - 1.0) / (step_ratio_ - 1.0);
+  }
+  double min_lr_, max_lr_, decay_lr_rate_, decay_step_size_;
+  bool cycle_momentum_;
+  double min_mom_, max_mom_, decay_mom_rate_;
+  double total_ = 0.0, step_ratio_ = 0.5;
+};
+
 }  // namespace
 
 void LrSchedule::load_state_json(const nlohmann::json& state) {
@@ -143,8 +191,7 @@ std::unique_ptr<LrSchedule> LrSchedule::create(const SchedulerSpec& spec, double
   } else if (spec.type == "LRRangeTest") {
     out = std::make_unique<LrRangeTest>(p);
   } else if (spec.type == "OneCycle") {
-    throw UnsupportedError(source + ".type = \"OneCycle\" is not supported yet by zero.cpp "
-                                    "(WarmupLR, WarmupDecayLR, WarmupCosineLR and LRRangeTest are)");
+    out = std::make_unique<OneCycle>(p);
   } else {
     throw ConfigError(source + ".type = \"" + spec.type +
                       "\" is not a DeepSpeed scheduler; use WarmupLR, WarmupDecayLR, "

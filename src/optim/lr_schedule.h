@@ -1,5 +1,5 @@
 // LR schedules with DeepSpeed's formulas and defaults (WarmupLR, WarmupDecayLR, WarmupCosineLR,
-// LRRangeTest) and a constant schedule when the config has none.
+// OneCycle with momentum cycling, LRRangeTest) and a constant schedule when the config has none.
 //
 // Timing follows DeepSpeed: the schedule starts at last_batch_iteration = -1, the optimizer step
 // uses the current lr, and step() is called after each optimizer step. So the lr of optimizer
@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -28,8 +29,8 @@ class LrSchedule {
                                             const std::string& source);
 
   virtual double lr_at(int64_t last_batch_iteration) const = 0;
-  // The momentum (beta1) to use at an iteration, for schedules that cycle it.
-  virtual std::optional<double> momentum_at(int64_t) const { return std::nullopt; }
+  // (beta1, beta2) to use at an iteration, for schedules that cycle momentum (OneCycle).
+  virtual std::optional<std::pair<double, double>> betas_at(int64_t) const { return std::nullopt; }
 
   int64_t last_batch_iteration() const { return last_batch_iteration_; }
   double current_lr() const { return lr_at(last_batch_iteration_); }

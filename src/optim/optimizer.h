@@ -38,8 +38,11 @@ class Optimizer {
   int64_t step_count() const { return hyper_.step - 1; }
   void set_step_count(int64_t steps) { hyper_.step = steps + 1; }
   double base_lr() const { return hyper_.lr; }
-  // OneCycle-style schedules cycle beta1 as the momentum.
-  void set_beta1(double beta1) { hyper_.beta1 = beta1; }
+  // OneCycle cycles the momentum: it sets (beta1, beta2) before each step.
+  void set_betas(double beta1, double beta2) {
+    hyper_.beta1 = beta1;
+    hyper_.beta2 = beta2;
+  }
   // Named full-length state buffers ("exp_avg", "exp_avg_sq", "sum_sq"), for checkpoints.
   std::vector<std::pair<std::string, Tensor>> state_tensors() const;
   nlohmann::json hyper_json() const;

@@ -138,10 +138,24 @@ TEST(Schedules, LrRangeTestAndErrors) {
   EXPECT_NEAR(range->lr_at(9), 0.001 * (1 + 2.0), 1e-15);  // interval 1
   EXPECT_THROW(LrSchedule::create({"WarmupLR", {{"warmup_steps", 10}}}, 0.1, "scheduler"), ConfigError);
   EXPECT_THROW(LrSchedule::create({"WarmupDecayLR", {}}, 0.1, "scheduler"), ConfigError);
-  EXPECT_THROW(LrSchedule::create({"OneCycle", {}}, 0.1, "scheduler"), UnsupportedError);
   EXPECT_THROW(LrSchedule::create({"Cosine", {}}, 0.1, "scheduler"), ConfigError);
   auto constant = LrSchedule::create({"", {}}, 0.3, "scheduler");
   EXPECT_DOUBLE_EQ(constant->lr_at(123), 0.3);
+}
+
+TEST(Schedules, OneCycleLrAndMomentumPeaks) {
+  auto one = LrSchedule::create({"OneCycle", {{"cycle_min_lr", 0.001}, {"cycle_max_lr", 0.011}, {"cycle_first_step_size", 10},
+                                              {"cycle_second_step_size", 30}, {"cycle_min_mom", 0.8}, {"cycle_max_mom", 0.9},
+                                              {"decay_lr_rate", 0.5}, {"decay_step_size", 4}}}, 0.1, "scheduler");
+  EXPECT_DOUBLE_EQ(one->lr_at(-1), 0.001);
+  EXPECT_NEAR(one->betas_at(-1)->first, 0.8, 1e-15);
+  EXPECT_NEAR(one->lr_at(9), 0.011, 1e-15);          // (9 + 1) / 40 = the peak at step_ratio 1/4
+  EXPECT_NEAR(one->betas_at(9)->first, 0.8, 1e-15);  // momentum at its minimum at the lr peak
+  EXPECT_NEAR(one->betas_at(9)->second, 0.99, 1e-15);
+  EXPECT_NEAR(one->lr_at(4), 0.001 + 0.01 * 0.5, 1e-15);   // halfway up
+  EXPECT_NEAR(one->lr_at(24), 0.001 + 0.01 * 0.5, 1e-15);  // halfway down the 30-step side
+  EXPECT_NEAR(one->betas_at(24)->first, 0.85, 1e-15);
+  EXPECT_NEAR(one->lr_at(39 + 8), 0.001 / (1 + 0.5 * 2.0), 1e-15);  // decay: 8 steps = 2 intervals
 }
 
 TEST(GradClip, DeepSpeedCoefficient) {
