@@ -12,5 +12,7 @@ using Args = std::vector<std::string>;
 int run_forward_backward(const Args& args);
 int run_train(const Args& args);
 int run_convert(const Args& args);
+int run_prepare(const Args& args);
+int run_inspect(const Args& args);
 
 }  // namespace zero::tools

@@ -15,6 +15,8 @@ const char* kUsage =
     "commands:\n"
     "  train              train a model with a DeepSpeed config (the default)\n"
     "  convert            checkpoint -> Hugging Face folder: zero convert CKPT_DIR OUT_DIR\n"
+    "  prepare            text files -> .bin token shards (byte tokenizer)\n"
+    "  inspect            describe a model folder, checkpoint, safetensors file or .bin shard\n"
     "  forward-backward   one forward and backward pass on a random batch\n"
     "  help               this text\n"
     "\n"
@@ -33,6 +35,8 @@ int main(int argc, char** argv) {
   try {
     if (command == "train") return zero::tools::run_train(args);
     if (command == "convert") return zero::tools::run_convert(args);
+    if (command == "prepare") return zero::tools::run_prepare(args);
+    if (command == "inspect") return zero::tools::run_inspect(args);
     if (command == "forward-backward") return zero::tools::run_forward_backward(args);
     if (command == "help" || command == "-h") {
       std::fputs(kUsage, stdout);

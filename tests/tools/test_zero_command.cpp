@@ -94,6 +94,28 @@ TEST_F(ZeroCommand, CheckpointConvertsToAHuggingFaceFolderAndLogsJson) {
   EXPECT_NE(resume.output.find("6 steps"), std::string::npos) << resume.output;
 }
 
+TEST_F(ZeroCommand, PrepareTrainAndInspectText) {
+  const std::string text = (dir_ / "corpus.txt").string();
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 200; ++i) out << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  const std::string train = (dir_ / "train.bin").string(), val = (dir_ / "val.bin").string();
+  const Result prepare = run("prepare --out " + train + " --val-out " + val + " --val-fraction 0.1 " + text);
+  ASSERT_EQ(prepare.exit_code, 0) << prepare.output;
+  const Result fit = run("train --model tiny --data " + train + " --eval-data " + val + " --steps 3 --seq-len 32");
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  EXPECT_NE(fit.output.find("final eval loss"), std::string::npos) << fit.output;
+  const Result shard = run("inspect " + train);
+  EXPECT_EQ(shard.exit_code, 0) << shard.output;
+  EXPECT_NE(shard.output.find("token shard"), std::string::npos) << shard.output;
+  const Result folder = run("inspect " + std::string(ZERO_TEST_FIXTURES) + "/hf/tiny-llama");
+  EXPECT_NE(folder.output.find("LlamaForCausalLM"), std::string::npos) << folder.output;
+  const Result missing = run("prepare --out " + train + " " + (dir_ / "missing.txt").string());
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("missing.txt"), std::string::npos) << missing.output;
+}
+
 TEST_F(ZeroCommand, BadInputExitsWithAMessage) {
   struct Case {
     std::string args, message;
