@@ -111,9 +111,9 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
       summary.final_loss = mean_loss;
       if (!options.quiet) {
         if (terminal) std::printf("\r\033[K");
-        std::printf("step %6lld | loss %.4f | lr %.3e | grad norm %.3f | %8.0f tok/s | %.2f TFLOP/s",
+        std::printf("step %6lld | loss %.4f | lr %.3e | grad norm %.3f | %8.0f tok/s | %.1f GFLOP/s",
                     static_cast<long long>(step), mean_loss, engine.get_lr(), engine.last_grad_norm(),
-                    tokens_per_s, achieved / 1e12);
+                    tokens_per_s, achieved / 1e9);
         if (mfu > 0) std::printf(" | MFU %.1f%%", 100.0 * mfu);
         std::printf(" | mem %.1f MiB (params %.1f, grads %.1f, optim %.1f, act peak %.1f)\n",
                     mib(mem.total_live_bytes), mib(mem.live(MemoryCategory::kParams)),

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "engine/data_sources.h"
 #include "engine/deepspeed_settings.h"
+#include "engine/peak_flops.h"
 #include "engine/trainer.h"
 #include "model/hf_checkpoint.h"
 #include "model/transformer_builder.h"
@@ -136,6 +137,7 @@ int run_train(const Args& args) {
   options.resume_dir = parser.get("resume");
   options.eval_every = parser.get_int("eval-every");
   options.log_json_path = parser.get("log-json");
+  options.peak_flops = engine::measure_matmul_peak_flops(cpu);
 
   std::printf("zero train: %s (%lld parameters), data: %s\n", model_arg.c_str(),
               static_cast<long long>(engine.model().config()->num_parameters()), data->description().c_str());
@@ -145,6 +147,8 @@ int run_train(const Args& args) {
               static_cast<long long>(settings.micro_batch_size),
               static_cast<long long>(settings.gradient_accumulation_steps), settings.optimizer_type.c_str(),
               settings.scheduler_type.empty() ? "constant" : settings.scheduler_type.c_str());
+  std::printf("MFU is relative to this machine's measured f32 matmul rate, %.1f GFLOP/s\n",
+              options.peak_flops / 1e9);
   const engine::TrainingSummary summary = engine::run_training(engine, *data, eval_data.get(), options);
 
   std::printf("\nsummary: %lld steps in %.1f s (%.0f tokens/s)\n", static_cast<long long>(summary.steps),
