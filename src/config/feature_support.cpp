@@ -1,15 +1,15 @@
 // The support table. Built today: fp32 training, ZeRO stages 0-3 over MPI, the optimizers
 // Adam/AdamW/Lamb/Lion/Adagrad, the schedules WarmupLR/WarmupDecayLR/WarmupCosineLR/OneCycle/
 // LRRangeTest, gradient clipping, steps_per_print, wall_clock_breakdown, checkpoint tag
-// validation, bf16 training with fp32 master weights, gradient accumulation and communication in
-// fp32, bf16 or fp16. Each row below is
+// validation, bf16 and fp16 training (fp32 master weights, static or dynamic loss scaling),
+// gradient accumulation and communication in fp32, bf16 or fp16. Each row below is
 // a setting that asks for something else; delete a row when its feature lands.
 //
 // Not gated on purpose: the aio section (only NVMe offload reads it, and NVMe offload is gated),
 // ZeRO tuning knobs that only change memory or speed (bucket sizes, overlap_comm and stage3_*
 // are all honoured; sub_group_size and stage3_gather_16bit_weights_on_model_save need nothing:
 // the optimizer updates one partition at a time and every checkpoint consolidates with `zero
-// convert`), and fp16 loss-scaling sub-keys (only fp16 training reads them, and it is gated).
+// convert`).
 #include "config/feature_support.h"
 
 #include <algorithm>
@@ -133,9 +133,7 @@ const std::vector<Gate>& gates() {
         {"optimizer.type", check_optimizer},
         {"scheduler.type", check_scheduler},
         // Precision.
-        row("fp16.enabled", [](const Config& c) { return when_true(c.fp16.enabled); },
-            "fp16 training", precision, off),
-        // bf16 training is built; these switch DeepSpeed's other bf16/fp16 code paths on.
+        // bf16 and fp16 training are built; these switch DeepSpeed's other code paths on.
         row("bf16.bf16_master_weights_and_grads",
             [](const Config& c) { return when_true(c.bf16.bf16_master_weights_and_grads); },
             "bf16 master weights and gradients", precision, off),

@@ -36,6 +36,13 @@ class UnsupportedError : public Error {
   using Error::Error;
 };
 
+// Training diverged numerically (for example fp16 gradients overflow at the minimum loss scale):
+// the message names the step, what was observed and what to change.
+class NumericError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An internal invariant failed: a bug in zero.cpp, not in the user's input.
 class InternalError : public Error {
  public:

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "optim/dynamic_loss_scaler.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -64,6 +65,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
         "partition does not hold; use Adam/AdamW, or stage 0");
   }
   model_->zero_grad();
+  if (settings_.fp16.enabled) scaler_ = std::make_unique<optim::LossScaler>(settings_.fp16);
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
                                                 resolve_precision(settings_));
@@ -139,8 +141,11 @@ void Engine::apply_update() {
   // The norm went through an all-reduce: every rank sees the same overflow verdict.
   const bool overflow = !std::isfinite(squared);
   last_step_skipped_ = false;
+  if (scaler_) {
+    // The scale for the next step; at the minimum scale this stops training with a diagnosis.
+    scaler_->update(overflow, step_number, [&] { return zero_->nonfinite_gradient_names(5); });
+  }
   if (overflow && skip_on_overflow()) {
-    note_overflow(step_number);
     last_step_skipped_ = true;
     ++skipped_steps_;
     ++global_steps_;
@@ -148,7 +153,7 @@ void Engine::apply_update() {
     zero_->zero_grad();
     return;
   }
-  if (!overflow) note_clean_step();
+
   if (settings_.gradient_clipping > 0.0) {
     const double coefficient = optim::clip_coefficient(last_grad_norm_, settings_.gradient_clipping);
     if (coefficient < 1.0) optim::clip_gradients(be, zero_->update_grads(), coefficient);
@@ -190,13 +195,11 @@ Tensor Engine::gather_parameters() {
   return full;
 }
 
-double Engine::loss_scale() const { return 1.0; }
+double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
-bool Engine::skip_on_overflow() const { return settings_.bf16.enabled && settings_.bf16.check_grad_overflow; }
-
-void Engine::note_overflow(int64_t) {}
-
-void Engine::note_clean_step() {}
+bool Engine::skip_on_overflow() const {
+  return scaler_ != nullptr || (settings_.bf16.enabled && settings_.bf16.check_grad_overflow);
+}
 
 double Engine::get_lr() const { return schedule_->current_lr(); }
 

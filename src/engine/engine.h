@@ -25,6 +25,7 @@
 namespace zero::optim {
 class Optimizer;
 class LrSchedule;
+class LossScaler;
 }  // namespace zero::optim
 
 namespace zero::engine {
@@ -87,10 +88,9 @@ class Engine {
 
  private:
   void apply_update();
-  // Overflow policy: whether an overflowed step is skipped, and the loss scaler's bookkeeping.
+  // Whether a step whose gradients overflowed is skipped (fp16 always; bf16 when
+  // bf16.check_grad_overflow, as DeepSpeed).
   bool skip_on_overflow() const;
-  void note_overflow(int64_t step);
-  void note_clean_step();
   void save_partitioned(const std::string& staging_dir);
 
   std::unique_ptr<model::Model> model_;
@@ -98,6 +98,7 @@ class Engine {
   comm::Comm& comm_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<optim::LossScaler> scaler_;  // fp16 only
   std::unique_ptr<sharding::ZeroStage> zero_;
   std::unique_ptr<model::StepContext> pending_;  // forward done, backward not yet
   model::Batch pending_batch_;

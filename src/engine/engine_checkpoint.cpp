@@ -24,6 +24,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
+#include "optim/dynamic_loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
@@ -150,6 +151,7 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
       state["optimizer"]["state_names"].push_back(state_name);
     }
     state["scheduler"] = schedule_->state_json();
+    if (scaler_) state["loss_scaler"] = scaler_->state_json();
     state["parameters"] = parameter_manifest(*model_);
     if (model_->config()) state["model_config"] = model_->config()->to_hf_json();
     state["deepspeed_config"] = settings_.source_config;
@@ -211,6 +213,7 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   zero_->zero_grad();
   optimizer_->set_step_count(state.at("optimizer").at("step_count").get<int64_t>());
   schedule_->load_state_json(state.at("scheduler"));
+  if (scaler_ && state.contains("loss_scaler")) scaler_->load_state_json(state.at("loss_scaler"));
   global_steps_ = state.at("global_steps").get<int64_t>();
   global_samples_ = state.at("global_samples").get<int64_t>();
   skipped_steps_ = state.at("skipped_steps").get<int64_t>();

@@ -142,6 +142,10 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
         std::printf("step %6lld | loss %.4f | lr %.3e | grad norm %.3f | %8.0f tok/s | %.1f GFLOP/s",
                     static_cast<long long>(step), mean_loss, engine.get_lr(), engine.last_grad_norm(),
                     tokens_per_s, achieved / 1e9);
+        if (s.fp16.enabled || engine.skipped_steps() > 0) {
+          std::printf(" | loss scale %g | skipped %lld", engine.loss_scale(),
+                      static_cast<long long>(engine.skipped_steps()));
+        }
         if (mfu > 0) std::printf(" | MFU %.1f%%", 100.0 * mfu);
         std::printf(" | mem %.1f MiB (params %.1f, grads %.1f, optim %.1f, act peak %.1f)\n",
                     mib(mem.total_live_bytes), mib(mem.live(MemoryCategory::kParams)),
@@ -152,7 +156,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
         nlohmann::json line = {{"step", step},
                                {"loss", mean_loss},
                                {"lr", engine.get_lr()},
-                               {"loss_scale", 1.0},
+                               {"loss_scale", engine.loss_scale()},
                                {"skipped_steps", engine.skipped_steps()},
                                {"grad_norm", engine.last_grad_norm()},
                                {"tokens_per_s", tokens_per_s},

@@ -27,7 +27,7 @@ const std::map<std::string, Keys>& expected_findings() {
       {"ds_config_zero1.json", {}},
       {"ds_config_zero2.json", {}},
       {"ds_config_zero3.json", {}},
-      {"ds_config_fp16.json", {"fp16.enabled"}},
+      {"ds_config_fp16.json", {}},
       {"ds_config_bf16.json", {}},
       {"ds_config_offload_cpu.json",
        {"zero_optimization.offload_optimizer.device"}},

@@ -55,23 +55,23 @@ TEST(FeatureSupport, BuiltFeaturesPass) {
 
 TEST(FeatureSupport, MessageNamesKeyValueWhatAndFix) {
   try {
-    check_supported(parse(R"("fp16": {"enabled": true})"), "ds.json");
-    FAIL() << "fp16 accepted";
+    check_supported(parse(R"("fp16": {"enabled": true, "auto_cast": true})"), "ds.json");
+    FAIL() << "fp16 auto_cast accepted";
   } catch (const UnsupportedError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "ds.json: key 'fp16.enabled' = true: fp16 training is not supported yet by zero.cpp "
-              "(it lands with the mixed-precision issue); remove the key or set it to false");
+              "ds.json: key 'fp16.auto_cast' = true: fp16 autocasting of inputs is not supported yet "
+              "by zero.cpp (it lands with the mixed-precision issue); remove the key or set it to false");
   }
 }
 
 TEST(FeatureSupport, FirstFindingThrownAndTheOthersListed) {
   try {
-    check_supported(parse(R"("fp16": {"enabled": true}, "zero_optimization": {"stage": 2, "reduce_scatter": false})"),
+    check_supported(parse(R"("fp16": {"enabled": true, "auto_cast": true}, "zero_optimization": {"stage": 2, "reduce_scatter": false})"),
                     "ds.json");
     FAIL() << "fp16 + zero 2 without reduce_scatter accepted";
   } catch (const UnsupportedError& e) {
     const std::string m = e.what();
-    EXPECT_EQ(m.rfind("ds.json: key 'fp16.enabled' = true", 0), 0u) << m;
+    EXPECT_EQ(m.rfind("ds.json: key 'fp16.auto_cast' = true", 0), 0u) << m;
     EXPECT_NE(m.find("also not supported yet: 'zero_optimization.reduce_scatter'"), std::string::npos) << m;
   }
 }
@@ -88,7 +88,7 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
       {R"("scheduler": {"type": "CosineAnnealingLR"})", "scheduler.type"},
       {R"("bf16": {"enabled": true, "bf16_master_weights_and_grads": true}, "zero_optimization": {"stage": 2})",
        "bf16.bf16_master_weights_and_grads"},
-      {R"("fp16": {"enabled": true, "auto_cast": true})", "fp16.enabled", "fp16.auto_cast"},
+      {R"("fp16": {"enabled": true, "auto_cast": true})", "fp16.auto_cast"},
       {R"("zero_optimization": {"stage": 2, "reduce_scatter": false})",
        "zero_optimization.reduce_scatter"},
       {R"("zero_optimization": {"stage": 1, "allgather_partitions": false})",
