@@ -40,7 +40,7 @@ struct Fp16Config {
   int64_t loss_scale_window = 1000;
   int64_t hysteresis = 2;
   bool consecutive_hysteresis = false;
-  int64_t min_loss_scale = 1;
+  double min_loss_scale = 1.0;     // dynamic scaling never goes below it
   bool fp16_master_weights_and_grads = false;
 
   template <class V>
@@ -49,10 +49,10 @@ struct Fp16Config {
     v.field("auto_cast", auto_cast);
     v.field("loss_scale", loss_scale, Limits::at_least(0.0));
     v.field("initial_scale_power", initial_scale_power);
-    v.field("loss_scale_window", loss_scale_window);
-    v.field("hysteresis", hysteresis);
+    v.field("loss_scale_window", loss_scale_window, Limits::at_least(1));
+    v.field("hysteresis", hysteresis, Limits::at_least(1));
     v.field("consecutive_hysteresis", consecutive_hysteresis);
-    v.field("min_loss_scale", min_loss_scale);
+    v.field("min_loss_scale", min_loss_scale, Limits::positive());
     v.field("fp16_master_weights_and_grads", fp16_master_weights_and_grads);
   }
   bool operator==(const Fp16Config&) const = default;

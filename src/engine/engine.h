@@ -66,7 +66,8 @@ class Engine {
   // Whether the last step() was skipped because gradients overflowed.
   bool last_step_skipped() const { return last_step_skipped_; }
   // Test hook: optimizer step number `step` (1-based, as global_steps() counts after it) sees a
-  // NaN in rank 0's reduced gradients - an overflow only one rank observes.
+  // NaN in rank 0's gradients (see ZeroStage::poison_next_reduction) - an overflow only one
+  // rank observes until the reduction or the overflow flag's all-reduce.
   void inject_gradient_overflow(int64_t step) { overflow_steps_.push_back(step); }
   const EngineSettings& settings() const { return settings_; }
   // The full parameters in the model's flat layout (f32 [num_parameters], on the model's

@@ -13,13 +13,13 @@ LossScaler::LossScaler(const config::Fp16Config& fp16)
       scale_(fp16.loss_scale == 0.0 ? std::ldexp(1.0, static_cast<int>(fp16.initial_scale_power))
                                     : fp16.loss_scale),
       window_(fp16.loss_scale_window),
-      min_scale_(static_cast<double>(fp16.min_loss_scale)),
+      min_scale_(fp16.min_loss_scale),
       delayed_shift_(fp16.hysteresis),
       consecutive_hysteresis_(fp16.consecutive_hysteresis),
       hysteresis_(fp16.hysteresis) {
   if (dynamic_ && (window_ < 1 || min_scale_ <= 0.0 || delayed_shift_ < 1)) {
     throw ConfigError("fp16: loss_scale_window (" + std::to_string(window_) + "), min_loss_scale (" +
-                      std::to_string(fp16.min_loss_scale) + ") and hysteresis (" +
+                      std::to_string(min_scale_) + ") and hysteresis (" +
                       std::to_string(delayed_shift_) + ") must all be >= 1 for dynamic loss scaling");
   }
 }

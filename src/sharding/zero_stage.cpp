@@ -174,6 +174,18 @@ void ZeroStage::after_backward(size_t unit) {
 }
 
 double ZeroStage::reduce_gradients(double scale) {
+  if (poison_next_reduction_) {
+    // The test hook: a non-finite value in this rank's gradients where a real overflow would
+    // put it - before the reduction for stages 0-1 (it then reaches every rank through the
+    // reduction), in this rank's reduced partition for stages 2-3 (the reduction already ran
+    // during backward; only the all-reduced overflow flag tells the other ranks).
+    poison_next_reduction_ = false;
+    Tensor& target = stage_ >= 2 ? partition_grads_
+                     : accumulator_.defined() ? accumulator_
+                                              : model_.flat_grads();
+    Tensor first = target.view(0, {1});
+    backend_.fill(first, std::numeric_limits<double>::quiet_NaN());
+  }
   Tensor reduced;  // the reduced gradients in their storage dtype
   if (stage_ == 0) {
     reduced = accumulator_.defined() ? accumulator_ : model_.flat_grads();
@@ -216,11 +228,6 @@ double ZeroStage::reduce_gradients(double scale) {
     backend_.copy(update_grads_f32_, reduced);
   }
   if (scale != 1.0) backend_.scale(update_grads_f32_, scale);
-  if (poison_next_reduction_) {
-    poison_next_reduction_ = false;
-    Tensor first = update_grads_f32_.view(0, {1});
-    backend_.fill(first, std::numeric_limits<double>::quiet_NaN());
-  }
   const double local = backend_.squared_norm(update_grads_f32_);
   // Stage 0: every rank holds the same reduced gradients, so its norm is already global.
   if (stage_ == 0) return local;

@@ -66,8 +66,9 @@ class ZeroStage final : public model::UnitObserver {
   // Reduces gradients to their owners and scales them by `scale`; returns the global squared
   // L2 norm of the result (all ranks agree; non-finite when any rank's gradients overflowed).
   double reduce_gradients(double scale);
-  // Test hook: the next reduce_gradients() writes NaN into this rank's first reduced gradient
-  // (an overflow only this rank sees before the norm's all-reduce).
+  // Test hook: the next reduce_gradients() writes NaN into this rank's first gradient element:
+  // before the reduction at stages 0-1, into its reduced partition at stages 2-3 (an overflow
+  // only this rank sees before the norm's all-reduce).
   void poison_next_reduction() { poison_next_reduction_ = true; }
   // The parameters (in model order) whose reduced gradients on this rank hold Inf/NaN, at most
   // `limit` of them (for overflow diagnostics; call after reduce_gradients).

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "comm/mesh.h"
@@ -103,6 +104,30 @@ TEST(MpiComm, SumsAreARankOrderFoldOnEveryRank) {
     for (int k = 1; k < n; ++k) fold += round_to_bf16(contribution(k, i));
     ASSERT_EQ(bf16_bits_to_float(static_cast<uint16_t*>(h.raw_data())[i]), round_to_bf16(fold));
   }
+}
+
+// fp16 sums at the edges: the f32 sum of the ranks' values is rounded to nearest-even once -
+// a tie goes to the even neighbour, a sum past 65504 becomes Inf (the overflow a loss scaler
+// sees), a sum of subnormals stays exact, NaN propagates.
+TEST(MpiComm, Fp16SumsRoundOnceAtTheEdges) {
+  Comm& w = world();
+  const int n = w.world_size(), r = w.rank();
+  // Element 0: rank 0 gives 2048, the others 1 each: 2048 + (n-1) - a tie when n-1 is odd.
+  // Element 1: 33000 per rank (n >= 2: >= 66000) overflows. Element 2: 2^-24 per rank.
+  // Element 3: NaN on the last rank only.
+  const float values[] = {r == 0 ? 2048.0f : 1.0f, 33000.0f, 0x1p-24f,
+                          r == n - 1 ? std::numeric_limits<float>::quiet_NaN() : 1.0f};
+  Tensor h = Tensor::zeros_host({4}, DType::kF16);
+  for (int i = 0; i < 4; ++i) static_cast<uint16_t*>(h.raw_data())[i] = float_to_f16_bits(values[i]);
+  w.all_reduce(h, ReduceOp::kSum);
+  const auto got = [&](int i) { return f16_bits_to_float(static_cast<uint16_t*>(h.raw_data())[i]); };
+  const float exact = 2048.0f + static_cast<float>(n - 1);
+  // Spacing at 2048 is 2: odd sums are ties and go to the neighbour divisible by 4.
+  const float even = (n - 1) % 2 == 0 ? exact : (static_cast<int>(exact - 1) % 4 == 0 ? exact - 1 : exact + 1);
+  EXPECT_EQ(got(0), even);
+  EXPECT_EQ(got(1), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(got(2), std::ldexp(1.0f, -24) * static_cast<float>(n));
+  EXPECT_TRUE(std::isnan(got(3)));
 }
 
 TEST(MpiComm, AsyncWorkOverlapsAndStoresErrors) {

@@ -89,6 +89,17 @@ TEST(ConfigErrors, OutOfRangeValues) {
   expect_all(error_of(with_batch(R"("zero_optimization": {"offload_optimizer": {"ratio": 1.5}})")),
              {"'zero_optimization.offload_optimizer.ratio' = 1.5", "between 0 and 1"});
   expect_all(error_of(with_batch(R"("fp16": {"loss_scale": -1})")), {"'fp16.loss_scale' = -1"});
+  // Dynamic loss scaling needs a window, a hysteresis and a minimum scale that are positive.
+  expect_all(error_of(with_batch(R"("fp16": {"loss_scale_window": 0})")),
+             {"'fp16.loss_scale_window' = 0", "must be >= 1"});
+  expect_all(error_of(with_batch(R"("fp16": {"loss_scale_window": -100})")),
+             {"'fp16.loss_scale_window' = -100", "must be >= 1"});
+  expect_all(error_of(with_batch(R"("fp16": {"min_loss_scale": 0})")),
+             {"'fp16.min_loss_scale' = 0", "must be > 0"});
+  expect_all(error_of(with_batch(R"("fp16": {"min_loss_scale": -1})")),
+             {"'fp16.min_loss_scale' = -1", "must be > 0"});
+  expect_all(error_of(with_batch(R"("fp16": {"hysteresis": 0})")),
+             {"'fp16.hysteresis' = 0", "must be >= 1"});
   expect_all(error_of(with_batch(R"("aio": {"block_size": 0})")), {"'aio.block_size' = 0"});
   expect_all(error_of(with_batch(R"("zero_optimization": {"reduce_bucket_size": 1e19})")),
              {"'zero_optimization.reduce_bucket_size' must be an integer"});
