@@ -51,6 +51,10 @@ class Backend {
   // Host <-> device copies of a whole contiguous tensor (nbytes() bytes).
   virtual void copy_from_host(Tensor& dst, const void* src) = 0;
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;
+  // dst (bf16) = src (f32) rounded stochastically (core/stochastic_rounding.h): element i uses
+  // the random bits of (seed, first_index + i), so a value rounds the same wherever it lives.
+  virtual void stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
+                                        int64_t first_index) = 0;
   // y += alpha * x (same shape, contiguous, same floating dtype).
   virtual void add(Tensor& y, const Tensor& x, double alpha) = 0;
   // y *= alpha.

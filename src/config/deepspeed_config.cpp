@@ -49,6 +49,15 @@ void check_cross_keys(const DeepSpeedConfig& c, const std::string& source) {
   }
   if (c.bf16.bf16_master_weights_and_grads) {
     require_zero_stage(c, "bf16.bf16_master_weights_and_grads", source);
+    if (!c.bf16.enabled) {
+      throw ConfigError(source + ": key 'bf16.bf16_master_weights_and_grads' = true needs "
+                                 "'bf16.enabled' = true (bf16 training)");
+    }
+  }
+  if (c.bf16.stochastic_rounding && !c.bf16.bf16_master_weights_and_grads) {
+    throw ConfigError(source + ": key 'bf16.stochastic_rounding' = true needs "
+                               "'bf16.bf16_master_weights_and_grads' = true: it rounds updates into "
+                               "bf16 master weights (with fp32 master weights no update is lost)");
   }
   if (c.bf16.bf16_optimizer_states) {
     require_zero_stage(c, "bf16.bf16_optimizer_states", source);

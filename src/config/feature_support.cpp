@@ -1,7 +1,8 @@
 // The support table. Built today: fp32 training, ZeRO stages 0-3 over MPI, the optimizers
 // Adam/AdamW/Lamb/Lion/Adagrad, the schedules WarmupLR/WarmupDecayLR/WarmupCosineLR/OneCycle/
 // LRRangeTest, gradient clipping, steps_per_print, wall_clock_breakdown, checkpoint tag
-// validation, bf16 and fp16 training (fp32 master weights, static or dynamic loss scaling),
+// validation, bf16 and fp16 training (fp32 master weights, static or dynamic loss scaling; bf16
+// master weights, gradients and optimizer states under ZeRO, with optional stochastic rounding),
 // gradient accumulation and communication in fp32, bf16 or fp16. Each row below is
 // a setting that asks for something else; delete a row when its feature lands.
 //
@@ -134,12 +135,6 @@ const std::vector<Gate>& gates() {
         {"scheduler.type", check_scheduler},
         // Precision.
         // bf16 and fp16 training are built; these switch DeepSpeed's other code paths on.
-        row("bf16.bf16_master_weights_and_grads",
-            [](const Config& c) { return when_true(c.bf16.bf16_master_weights_and_grads); },
-            "bf16 master weights and gradients", precision, off),
-        row("bf16.bf16_optimizer_states",
-            [](const Config& c) { return when_true(c.bf16.bf16_optimizer_states); },
-            "bf16 optimizer states", precision, off),
         row("bf16.immediate_grad_update",
             [](const Config& c) { return when_true(c.bf16.immediate_grad_update); },
             "immediate bf16 gradient updates", precision, off),

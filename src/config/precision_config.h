@@ -64,6 +64,10 @@ struct Bf16Config {
   bool check_grad_overflow = false;
   bool bf16_master_weights_and_grads = false;
   bool bf16_optimizer_states = false;
+  // zero.cpp extension (not a DeepSpeed key): commit updates into bf16 master weights by
+  // stochastic rounding, so updates below half a bf16 spacing survive on average. Needs
+  // bf16_master_weights_and_grads.
+  bool stochastic_rounding = false;
 
   template <class V>
   void visit(V& v) {
@@ -72,6 +76,7 @@ struct Bf16Config {
     v.field("check_grad_overflow", check_grad_overflow);
     v.field("bf16_master_weights_and_grads", bf16_master_weights_and_grads);
     v.field("bf16_optimizer_states", bf16_optimizer_states);
+    v.field("stochastic_rounding", stochastic_rounding);
   }
   bool operator==(const Bf16Config&) const = default;
 };

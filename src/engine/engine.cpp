@@ -41,6 +41,15 @@ sharding::Precision resolve_precision(const EngineSettings& settings) {
   }
   // DeepSpeed's communication_data_type: the model's dtype unless the config names one.
   p.comm = settings.communication_data_type ? dtype_of(*settings.communication_data_type) : p.param;
+  if (settings.bf16.enabled && settings.bf16.bf16_master_weights_and_grads) p.master = DType::kBF16;
+  if (settings.bf16.bf16_optimizer_states) {
+    if (p.master != DType::kBF16) {
+      throw ConfigError("bf16.bf16_optimizer_states needs bf16.enabled and "
+                        "bf16.bf16_master_weights_and_grads");
+    }
+    p.states = DType::kBF16;
+  }
+  p.stochastic_rounding = settings.bf16.stochastic_rounding;
   return p;
 }
 
@@ -69,7 +78,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
                                                 resolve_precision(settings_));
-  optimizer_->init_state(model_->backend(), zero_->update_numel());
+  optimizer_->init_state(model_->backend(), zero_->update_numel(), zero_->precision().states);
   schedule_ = optim::LrSchedule::create({settings_.scheduler_type, settings_.scheduler_params},
                                         optimizer_->base_lr(), "scheduler");
 }
@@ -163,7 +172,7 @@ void Engine::apply_update() {
   }
   optimizer_->step(be, zero_->update_params(), zero_->update_grads(), zero_->update_segments(),
                    schedule_->current_lr());
-  zero_->publish_parameters();
+  zero_->publish_parameters(step_number);
   schedule_->step();
   zero_->zero_grad();
   ++global_steps_;

@@ -34,9 +34,17 @@ namespace {
 
 constexpr int kFormatVersion = 1;
 
+// Checkpoints hold f32 whatever the storage dtype (bf16 master weights or optimizer states
+// widen exactly), so any run can load any checkpoint and resume stays bit-exact.
 Tensor host_copy(backend::Backend& be, const Tensor& t, const Shape& shape) {
-  Tensor host = Tensor::empty(cpu_allocator(), shape, t.dtype(), MemoryCategory::kOther);
-  be.copy_to_host(host.raw_data(), t);
+  Tensor host = Tensor::empty(cpu_allocator(), shape, DType::kF32, MemoryCategory::kOther);
+  if (t.dtype() == DType::kF32) {
+    be.copy_to_host(host.raw_data(), t);
+  } else {
+    Tensor wide = be.empty({t.numel()}, DType::kF32, MemoryCategory::kWorkspace);
+    be.copy(wide, t);
+    be.copy_to_host(host.raw_data(), wide);
+  }
   return host;
 }
 
@@ -114,7 +122,10 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
     std::vector<std::pair<std::string, Tensor>> weights;
     std::vector<std::pair<std::string, Tensor>> states;
     for (model::Parameter* p : model_->parameters()) {
-      weights.emplace_back(p->spec.name, host_copy(be, p->value, p->spec.shape));
+      // The optimizer's weights: the parameters themselves in f32, the f32 master copy with
+      // 16-bit parameters.
+      const Tensor weight = zero_->update_params().view(p->flat_offset, p->spec.shape);
+      weights.emplace_back(p->spec.name, host_copy(be, weight, p->spec.shape));
       for (const auto& [state_name, buffer] : optimizer_state) {
         Tensor slice = buffer.view(p->flat_offset, p->spec.shape);
         states.emplace_back(p->spec.name + "." + state_name, host_copy(be, slice, p->spec.shape));
@@ -189,11 +200,18 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
                   int64_t count, Tensor target) {
     host.resize(static_cast<size_t>(count));
     tensors.read(param, state_name, offset, count, host.data());
-    be.copy_from_host(target, host.data());
+    if (target.dtype() == DType::kF32) {
+      be.copy_from_host(target, host.data());
+    } else {
+      // bf16 optimizer states: narrow on the device (exact for states saved from bf16).
+      Tensor wide = be.empty({count}, DType::kF32, MemoryCategory::kWorkspace);
+      be.copy_from_host(wide, host.data());
+      be.copy(target, wide);
+    }
   };
   if (zero_->stage() == 0) {
     for (model::Parameter* p : model_->parameters()) {
-      load(p->spec.name, "", 0, p->numel(), p->value);
+      load(p->spec.name, "", 0, p->numel(), zero_->update_params().view(p->flat_offset, {p->numel()}));
       for (auto& [state_name, buffer] : optimizer_state) {
         load(p->spec.name, state_name, 0, p->numel(), buffer.view(p->flat_offset, {p->numel()}));
       }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "optim/json_params.h"
@@ -75,17 +77,31 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const st
   return opt;
 }
 
-void Optimizer::init_state(backend::Backend& backend, int64_t numel) {
+void Optimizer::init_state(backend::Backend& backend, int64_t numel, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16) {
+    throw UnsupportedError(std::string("optimizer states in ") + dtype_name(dtype) +
+                           " are not supported; use f32 or bf16");
+  }
   state_.clear();
   for (size_t i = 0; i < state_names_.size(); ++i) {
-    state_.push_back(backend.zeros({numel}, DType::kF32, MemoryCategory::kOptimizer));
+    state_.push_back(backend.zeros({numel}, dtype, MemoryCategory::kOptimizer));
   }
 }
 
 void Optimizer::step(backend::Backend& backend, Tensor& params, const Tensor& grads,
                      std::span<const backend::ParamSegment> segments, double lr) {
   hyper_.lr = lr;
-  backend.optimizer_update(kind_, params, grads, state_, segments, hyper_);
+  if (!state_.empty() && state_.front().dtype() != DType::kF32) {
+    std::vector<Tensor> wide;
+    for (const Tensor& s : state_) {
+      wide.push_back(backend.empty({s.numel()}, DType::kF32, MemoryCategory::kWorkspace));
+      backend.copy(wide.back(), s);
+    }
+    backend.optimizer_update(kind_, params, grads, wide, segments, hyper_);
+    for (size_t i = 0; i < state_.size(); ++i) backend.copy(state_[i], wide[i]);
+  } else {
+    backend.optimizer_update(kind_, params, grads, state_, segments, hyper_);
+  }
   ++hyper_.step;
 }
 

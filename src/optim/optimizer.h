@@ -1,7 +1,9 @@
 // Optimizer: DeepSpeed's basic optimizers (Adam, AdamW, Lamb, Lion, Adagrad) over one flat f32
-// parameter buffer, with their state in accounted f32 buffers (MemoryCategory::kOptimizer). The
-// elementwise math runs through Backend::optimizer_update; this class owns the hyper-parameters
-// with DeepSpeed's names and defaults, the step count and the state.
+// parameter buffer, with their state in accounted buffers (MemoryCategory::kOptimizer) of f32, or
+// of bf16 with bf16.bf16_optimizer_states. The elementwise math runs through
+// Backend::optimizer_update in f32 (bf16 states are widened for the update and rounded back to
+// nearest-even, as a GPU kernel reading and writing bf16 does); this class owns the
+// hyper-parameters with DeepSpeed's names and defaults, the step count and the state.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -29,8 +31,8 @@ class Optimizer {
   static std::unique_ptr<Optimizer> create(const OptimizerSpec& spec, const std::string& source);
 
   const std::string& type() const { return type_; }
-  // Allocates zeroed state for `numel` elements on `backend`.
-  void init_state(backend::Backend& backend, int64_t numel);
+  // Allocates zeroed state for `numel` elements on `backend`, stored in `dtype` (f32 or bf16).
+  void init_state(backend::Backend& backend, int64_t numel, DType dtype = DType::kF32);
   // One update of `params` from `grads` over `segments` at learning rate `lr`.
   void step(backend::Backend& backend, Tensor& params, const Tensor& grads,
             std::span<const backend::ParamSegment> segments, double lr);
@@ -43,7 +45,8 @@ class Optimizer {
     hyper_.beta1 = beta1;
     hyper_.beta2 = beta2;
   }
-  // Named full-length state buffers ("exp_avg", "exp_avg_sq", "sum_sq"), for checkpoints.
+  // Named full-length state buffers ("exp_avg", "exp_avg_sq", "sum_sq") in their storage dtype,
+  // for checkpoints.
   std::vector<std::pair<std::string, Tensor>> state_tensors() const;
   nlohmann::json hyper_json() const;
 

@@ -5,9 +5,17 @@
 //   accum  gradient accumulation (data_types.grad_accum_dtype; default: f32 for bf16 without
 //          ZeRO, the param dtype otherwise);
 //   comm   gradient communication (communication_data_type; default: the param dtype).
-// Master weights and optimizer states are always f32. The CPU backend computes in f32; every
-// value stored in 16 bits is rounded to 16 bits where the GPU path stores it (dtype_ops.h).
+//   master the optimizer's copy of the weights and its gradient partition: f32, or bf16 with
+//          bf16.bf16_master_weights_and_grads (ZeRO stages >= 1);
+//   states optimizer states (Adam's moments, ...): f32, or bf16 with bf16.bf16_optimizer_states;
+//   stochastic_rounding  commit updates to bf16 master weights by stochastic rounding instead of
+//          round-to-nearest-even (bf16.stochastic_rounding, a zero.cpp extension), with random
+//          bits from (rounding_seed, step, element) so every rank and stage agrees.
+// The CPU backend computes in f32; every value stored in 16 bits is rounded to 16 bits where
+// the GPU path stores it (dtype_ops.h).
 #pragma once
+#include <cstdint>
+
 #include "core/dtype.h"
 
 namespace zero::sharding {
@@ -16,6 +24,10 @@ struct Precision {
   DType param = DType::kF32;
   DType accum = DType::kF32;
   DType comm = DType::kF32;
+  DType master = DType::kF32;
+  DType states = DType::kF32;
+  bool stochastic_rounding = false;
+  uint64_t rounding_seed = 0;
   bool mixed() const { return param != DType::kF32; }
 };
 

@@ -50,6 +50,16 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     full_segments_.push_back({p->flat_offset, p->numel(), p->spec.weight_decay});
   }
 
+  if (precision_.master != DType::kF32 &&
+      (precision_.master != DType::kBF16 || precision_.param != DType::kBF16 || stage_ == 0)) {
+    throw ConfigError("bf16.bf16_master_weights_and_grads needs bf16.enabled and ZeRO stage 1, 2 "
+                      "or 3 (the master weights live in the optimizer's partition)");
+  }
+  if (precision_.stochastic_rounding && precision_.master != DType::kBF16) {
+    throw ConfigError("bf16.stochastic_rounding rounds updates into bf16 master weights: set "
+                      "bf16.bf16_master_weights_and_grads (with fp32 master weights no update is "
+                      "lost to rounding)");
+  }
   const bool mixed = precision_.mixed();
   const int64_t full_numel = model.num_parameters();
   // 16-bit training starts from 16-bit weights (DeepSpeed converts the model first); the fp32
@@ -58,6 +68,13 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
   if (stage_ >= 1) {
     master_ = backend_.zeros({layout_.partition_numel()}, DType::kF32, MemoryCategory::kOptimizer);
     copy_shards_from_full(model.flat_params(), master_);
+    if (precision_.master != DType::kF32) {
+      // The parameters are already bf16 values: the narrowing is exact.
+      Tensor narrow = backend_.empty({layout_.partition_numel()}, precision_.master,
+                                     MemoryCategory::kOptimizer);
+      backend_.copy(narrow, master_);
+      master_ = narrow;
+    }
   } else if (mixed) {
     master_ = backend_.empty({full_numel}, DType::kF32, MemoryCategory::kOptimizer);
     backend_.copy(master_, model.flat_params());
@@ -228,6 +245,8 @@ double ZeroStage::reduce_gradients(double scale) {
     backend_.copy(update_grads_f32_, reduced);
   }
   if (scale != 1.0) backend_.scale(update_grads_f32_, scale);
+  // bf16_master_weights_and_grads: the optimizer's gradient partition is stored in bf16.
+  if (precision_.master != DType::kF32) round_through(backend_, update_grads_f32_, precision_.master);
   const double local = backend_.squared_norm(update_grads_f32_);
   // Stage 0: every rank holds the same reduced gradients, so its norm is already global.
   if (stage_ == 0) return local;
@@ -255,7 +274,29 @@ std::vector<std::string> ZeroStage::nonfinite_gradient_names(size_t limit) const
 }
 
 Tensor& ZeroStage::update_params() {
-  return stage_ == 0 && !precision_.mixed() ? model_.flat_params() : master_;
+  if (stage_ == 0 && !precision_.mixed()) return model_.flat_params();
+  if (master_.dtype() == DType::kF32) return master_;
+  if (!master_f32_.defined()) {
+    master_f32_ = backend_.empty({master_.numel()}, DType::kF32, MemoryCategory::kWorkspace);
+    backend_.copy(master_f32_, master_);
+  }
+  return master_f32_;
+}
+
+void ZeroStage::commit_master(int64_t step) {
+  backend_.copy(master_, master_f32_);  // round-to-nearest-even (and the padding)
+  if (precision_.stochastic_rounding) {
+    // One random stream per step; each element's bits come from its place in the model, so the
+    // result does not depend on the world size or the stage.
+    const uint64_t seed = precision_.rounding_seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step);
+    for (const ParamSlice& slice : layout_.slices()) {
+      Tensor target = master_.view(slice.partition_offset, {slice.count});
+      const Tensor source = master_f32_.view(slice.partition_offset, {slice.count});
+      backend_.stochastic_round_to_bf16(target, source, seed,
+                                        slice.param->flat_offset + slice.param_offset);
+    }
+  }
+  master_f32_ = Tensor();
 }
 
 Tensor& ZeroStage::update_grads() {
@@ -300,7 +341,8 @@ void ZeroStage::gather_into(Tensor& full, const Tensor& partition) {
   }
 }
 
-void ZeroStage::publish_parameters() {
+void ZeroStage::publish_parameters(int64_t step) {
+  if (master_f32_.defined()) commit_master(step);
   const bool mixed = precision_.mixed();
   if (stage_ == 3 || (stage_ == 0 && mixed)) {
     backend_.copy(param_storage_, master_);  // rounds to the parameters' dtype

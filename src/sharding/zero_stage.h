@@ -27,7 +27,10 @@
 // Precision (precision.h): with 16-bit parameters they are stored in 16 bits (the full flat
 // buffer at stages 0-2, the partition at stage 3) and each unit runs on an f32 working copy;
 // each micro-batch's unit gradients are rounded to 16 bits, accumulated in the accumulation
-// dtype and communicated in the communication dtype; the optimizer always sees f32.
+// dtype and communicated in the communication dtype; the optimizer always sees f32. With bf16
+// master weights (precision.master) the partition of master weights and the reduced gradients
+// are stored in bf16: update_params() is then an f32 working copy that publish_parameters()
+// commits back (round-to-nearest-even or stochastic rounding) and frees.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -79,9 +82,10 @@ class ZeroStage final : public model::UnitObserver {
   Tensor& update_grads();
   std::span<const backend::ParamSegment> update_segments() const;
   int64_t update_numel() const;
-  // After the optimizer step: makes the model see the new values (all-gather at stages 1-2,
-  // refresh the partition at stage 3) and zeroes the gradients.
-  void publish_parameters();
+  // After the optimizer step: commits update_params() to bf16 master weights when they are
+  // bf16 (stochastic rounding draws its bits from `step`, the optimizer step number) and makes
+  // the model see the new values (all-gather at stages 1-2, refresh the partition at stage 3).
+  void publish_parameters(int64_t step = 0);
   // Zeroes gradients (after publish, or to drop a skipped step).
   void zero_grad();
   // Writes the current full parameters into `full` (num_parameters() elements, the model's flat
@@ -111,6 +115,8 @@ class ZeroStage final : public model::UnitObserver {
   // All-gathers `partition` (this rank's shards, any dtype) into `full` (the flat layout).
   void gather_into(Tensor& full, const Tensor& partition);
   void accept_unit_gradient(size_t unit);
+  // Rounds master_f32_ into the bf16 master_ and frees it.
+  void commit_master(int64_t step);
   bool params_by_unit() const { return fetcher_ != nullptr; }
   bool grads_by_unit() const { return stage_ >= 2 || precision_.mixed(); }
 
@@ -128,8 +134,10 @@ class ZeroStage final : public model::UnitObserver {
 
   Tensor accumulator_;        // stages 0-1: summed micro-batch gradients (accum dtype), when
                               // they are not the model's own f32 gradient buffer
-  Tensor master_;             // fp32 master weights: the partition (stages >= 1) or the full
-                              // flat buffer (stage 0 with 16-bit parameters)
+  Tensor master_;             // master weights (precision.master): the partition (stages >= 1)
+                              // or the full flat buffer (stage 0 with 16-bit parameters)
+  Tensor master_f32_;         // bf16 master weights only: the f32 copy the optimizer updates,
+                              // alive from update_params() to publish_parameters()
   Tensor partition_grads_;    // stages >= 1: this rank's reduced gradients (accum dtype)
   Tensor update_grads_f32_;   // the f32 gradients the optimizer reads, when a conversion is needed
   Tensor param_storage_;      // 16-bit full parameters (stages 0-2) or the stage-3 partition

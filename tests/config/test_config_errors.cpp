@@ -113,6 +113,12 @@ TEST(ConfigErrors, CrossKeyRules) {
   expect_all(error_of(with_batch(R"("zero_optimization": {"stage": 1},
                                     "bf16": {"bf16_optimizer_states": true})")),
              {"'bf16.bf16_optimizer_states' = true needs 'bf16.bf16_master_weights_and_grads'"});
+  expect_all(error_of(with_batch(R"("zero_optimization": {"stage": 2},
+                                    "bf16": {"bf16_master_weights_and_grads": true})")),
+             {"'bf16.bf16_master_weights_and_grads' = true needs 'bf16.enabled' = true"});
+  expect_all(error_of(with_batch(R"("zero_optimization": {"stage": 2},
+                                    "bf16": {"enabled": true, "stochastic_rounding": true})")),
+             {"'bf16.stochastic_rounding' = true needs 'bf16.bf16_master_weights_and_grads'"});
   expect_all(error_of(with_batch(R"("fp16": {"fp16_master_weights_and_grads": true})")),
              {"'fp16.fp16_master_weights_and_grads' = true needs ZeRO"});
   expect_all(

@@ -29,6 +29,7 @@ const std::map<std::string, Keys>& expected_findings() {
       {"ds_config_zero3.json", {}},
       {"ds_config_fp16.json", {}},
       {"ds_config_bf16.json", {}},
+      {"ds_config_bf16_low_precision.json", {}},
       {"ds_config_offload_cpu.json",
        {"zero_optimization.offload_optimizer.device"}},
       {"ds_config_zero3_nvme.json",

@@ -38,6 +38,12 @@ TEST(FeatureSupport, BuiltFeaturesPass) {
         parse(std::string(R"("scheduler": {"type": ")") + schedule + "\"}"), "ds.json"))
         << schedule;
   }
+  // 16-bit training in all its built forms.
+  EXPECT_NO_THROW(check_supported(parse(R"("fp16": {"enabled": true, "loss_scale": 0,
+      "hysteresis": 2, "min_loss_scale": 0.0001})"), "ds.json"));
+  EXPECT_NO_THROW(check_supported(parse(R"("zero_optimization": {"stage": 3},
+      "bf16": {"enabled": true, "bf16_master_weights_and_grads": true,
+               "bf16_optimizer_states": true, "stochastic_rounding": true})"), "ds.json"));
   // Mentioned but switched off, or only read by unbuilt features.
   EXPECT_NO_THROW(check_supported(parse(R"(
       "fp16": {"enabled": false, "loss_scale": 0}, "bf16": {"enabled": false},
@@ -86,8 +92,8 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
       {R"("optimizer": {"type": "OneBitAdam"})", "optimizer.type"},
       {R"("optimizer": {"type": "SGD"})", "optimizer.type"},
       {R"("scheduler": {"type": "CosineAnnealingLR"})", "scheduler.type"},
-      {R"("bf16": {"enabled": true, "bf16_master_weights_and_grads": true}, "zero_optimization": {"stage": 2})",
-       "bf16.bf16_master_weights_and_grads"},
+      {R"("bf16": {"enabled": true, "immediate_grad_update": true}, "zero_optimization": {"stage": 2})",
+       "bf16.immediate_grad_update"},
       {R"("fp16": {"enabled": true, "auto_cast": true})", "fp16.auto_cast"},
       {R"("zero_optimization": {"stage": 2, "reduce_scatter": false})",
        "zero_optimization.reduce_scatter"},

@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_reductions.h"
 #include "backend/cpu/cpu_rmsnorm.h"
 #include "backend/cpu/cpu_rope.h"
+#include "backend/cpu/cpu_stochastic_round.h"
 
 namespace zero::backend {
 
@@ -20,6 +21,10 @@ void CpuBackend::fill(Tensor& dst, double value) { cpu::fill(dst, value); }
 void CpuBackend::copy(Tensor& dst, const Tensor& src) { cpu::copy(dst, src); }
 void CpuBackend::copy_from_host(Tensor& dst, const void* src) { cpu::copy_from_host(dst, src); }
 void CpuBackend::copy_to_host(void* dst, const Tensor& src) { cpu::copy_to_host(dst, src); }
+void CpuBackend::stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
+                                          int64_t first_index) {
+  cpu::stochastic_round_to_bf16(dst, src, seed, first_index);
+}
 void CpuBackend::add(Tensor& y, const Tensor& x, double alpha) { cpu::add(y, x, alpha); }
 void CpuBackend::scale(Tensor& y, double alpha) { cpu::scale(y, alpha); }
 

@@ -16,6 +16,8 @@ class CpuBackend final : public Backend {
   void copy(Tensor& dst, const Tensor& src) override;
   void copy_from_host(Tensor& dst, const void* src) override;
   void copy_to_host(void* dst, const Tensor& src) override;
+  void stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
+                                int64_t first_index) override;
   void add(Tensor& y, const Tensor& x, double alpha) override;
   void scale(Tensor& y, double alpha) override;
 
