@@ -7,6 +7,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +93,35 @@ TEST_F(ZeroCommand, CheckpointConvertsToAHuggingFaceFolderAndLogsJson) {
   ASSERT_EQ(resume.exit_code, 0) << resume.output;
   EXPECT_NE(resume.output.find("resumed from"), std::string::npos) << resume.output;
   EXPECT_NE(resume.output.find("6 steps"), std::string::npos) << resume.output;
+}
+
+TEST_F(ZeroCommand, Fp16RunShowsLossScaleAndSkippedSteps) {
+  // A start scale of 2^40 overflows fp16 at once: the first steps are skipped while the dynamic
+  // scaler halves down (hysteresis 1), and both the step lines and --log-json show it.
+  const std::string config = (dir_ / "fp16.json").string();
+  {
+    std::ofstream out(config);
+    out << R"({"train_micro_batch_size_per_gpu": 4, "steps_per_print": 1,
+               "fp16": {"enabled": true, "initial_scale_power": 40, "hysteresis": 1}})";
+  }
+  const std::string log = (dir_ / "fp16.jsonl").string();
+  const Result r = run("train --model tiny --steps 30 --seq-len 16 --data synthetic --deepspeed " +
+                       config + " --log-json " + log);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("loss scale"), std::string::npos) << r.output;
+  std::ifstream lines(log);
+  std::string line;
+  double first_scale = 0, last_scale = 0;
+  int64_t last_skipped = 0;
+  while (std::getline(lines, line)) {
+    const nlohmann::json entry = nlohmann::json::parse(line);
+    if (first_scale == 0) first_scale = entry.at("loss_scale").get<double>();
+    last_scale = entry.at("loss_scale").get<double>();
+    last_skipped = entry.at("skipped_steps").get<int64_t>();
+  }
+  EXPECT_GT(last_skipped, 0) << r.output;
+  EXPECT_LT(last_scale, first_scale) << r.output;
+  EXPECT_LT(last_scale, std::ldexp(1.0, 40)) << r.output;
 }
 
 TEST_F(ZeroCommand, PrepareTrainAndInspectText) {
