@@ -18,9 +18,10 @@ LossScaler::LossScaler(const config::Fp16Config& fp16)
       consecutive_hysteresis_(fp16.consecutive_hysteresis),
       hysteresis_(fp16.hysteresis) {
   if (dynamic_ && (window_ < 1 || min_scale_ <= 0.0 || delayed_shift_ < 1)) {
-    throw ConfigError("fp16: loss_scale_window (" + std::to_string(window_) + "), min_loss_scale (" +
-                      std::to_string(min_scale_) + ") and hysteresis (" +
-                      std::to_string(delayed_shift_) + ") must all be >= 1 for dynamic loss scaling");
+    throw ConfigError("fp16: dynamic loss scaling needs loss_scale_window >= 1 (got " +
+                      std::to_string(window_) + "), hysteresis >= 1 (got " +
+                      std::to_string(delayed_shift_) + ") and min_loss_scale > 0 (got " +
+                      std::to_string(min_scale_) + ")");
   }
 }
 

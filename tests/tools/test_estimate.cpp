@@ -8,7 +8,6 @@
 
 #include <array>
 #include <cstdio>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -34,19 +33,30 @@ Result run_zero(const std::string& args, bool merge_stderr = true) {
   return r;
 }
 
-// The table rows: lines that start with a stage number.
+// A line with every run of whitespace collapsed to one space and the ends trimmed, so table
+// rows compare as words (no std::regex: GCC 12's -O2 sanitizer build warns inside <regex>).
+std::string words(const std::string& line) {
+  std::istringstream in(line);
+  std::string out, word;
+  while (in >> word) out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
+// The table rows: indented lines whose first word is a stage number 0-3.
 std::vector<std::string> table_rows(const std::string& output) {
   std::vector<std::string> rows;
   std::istringstream lines(output);
   for (std::string line; std::getline(lines, line);) {
-    if (std::regex_search(line, std::regex(R"(^\s+[0-3]\s{2})"))) rows.push_back(line);
+    const std::string w = words(line);
+    if (!line.empty() && line[0] == ' ' && w.size() > 2 && w[0] >= '0' && w[0] <= '3' && w[1] == ' ') {
+      rows.push_back(w);
+    }
   }
   return rows;
 }
 
-bool has(const std::string& text, const std::string& pattern) {
-  return std::regex_search(text, std::regex(pattern));
-}
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool starts(const std::string& row, const std::string& prefix) { return row.rfind(prefix, 0) == 0; }
 
 const std::string kSeed =
     "estimate --params 176B --largest-layer-params 3596615680 --gpus-per-node 8 --nodes 1 "
@@ -58,15 +68,15 @@ TEST(ZeroEstimate, SeedExamplePrintsDeepSpeedsNumbers) {
   std::printf("%s", r.output.c_str());  // the table as a user sees it, for the test log
   EXPECT_TRUE(has(r.output, "1 node x 8 GPUs = 8 GPUs")) << r.output;
   EXPECT_TRUE(has(r.output, "176000M total params, 3596M largest layer params")) << r.output;
-  EXPECT_TRUE(has(r.output, "stage\\s+offload_optimizer\\s+offload_param\\s+zero_init\\s+GPU states")) << r.output;
+  EXPECT_TRUE(has(words(r.output), "stage offload_optimizer offload_param zero_init GPU states")) << r.output;
   const auto rows = table_rows(r.output);
   ASSERT_EQ(rows.size(), 4u) << r.output;
   // GPU 4 * 3596615680 B = 13.40 GiB; CPU 176e9 * 18 * 1.5 B = 4425.64 GiB, * max(32, 18) = 7867.81.
-  EXPECT_TRUE(has(rows[0], R"(^\s+3\s+cpu\s+cpu\s+1\s+13\.40 GiB\s+4425\.64 GiB\s+-$)")) << rows[0];
-  EXPECT_TRUE(has(rows[1], R"(^\s+3\s+cpu\s+cpu\s+0\s+13\.40 GiB\s+7867\.81 GiB)")) << rows[1];
+  EXPECT_TRUE(rows[0] == "3 cpu cpu 1 13.40 GiB 4425.64 GiB -") << rows[0];
+  EXPECT_TRUE(starts(rows[1], "3 cpu cpu 0 13.40 GiB 7867.81 GiB")) << rows[1];
   // + 2P/8 = 44e9 B: 54.38 GiB; CPU 176e9 * 16 * 1.5 = 3933.91 GiB.
-  EXPECT_TRUE(has(rows[2], R"(^\s+3\s+cpu\s+none\s+1\s+54\.38 GiB\s+3933\.91 GiB)")) << rows[2];
-  EXPECT_TRUE(has(rows[3], R"(^\s+3\s+cpu\s+none\s+0\s+54\.38 GiB\s+7867\.81 GiB)")) << rows[3];
+  EXPECT_TRUE(starts(rows[2], "3 cpu none 1 54.38 GiB 3933.91 GiB")) << rows[2];
+  EXPECT_TRUE(starts(rows[3], "3 cpu none 0 54.38 GiB 7867.81 GiB")) << rows[3];
 }
 
 TEST(ZeroEstimate, WithoutStageListsEveryStage) {
@@ -74,10 +84,10 @@ TEST(ZeroEstimate, WithoutStageListsEveryStage) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rows = table_rows(r.output);
   ASSERT_EQ(rows.size(), 11u) << r.output;
-  EXPECT_TRUE(has(rows[0], R"(^\s+0\s+none\s+none\s+-\s+18\.63 GiB)")) << rows[0];      // 20e9 B
-  EXPECT_TRUE(has(rows[3], R"(^\s+2\s+cpu\s+none\s+-\s+1\.86 GiB\s+44\.70 GiB)")) << rows[3];  // 2e9, 48e9
-  EXPECT_TRUE(has(rows[4], R"(^\s+2\s+none\s+none\s+-\s+3\.96 GiB\s+22\.35 GiB)")) << rows[4];  // 4.25e9, 24e9
-  EXPECT_TRUE(has(rows[5], R"(^\s+3\s+cpu\s+cpu\s+1\s+0\.37 GiB\s+12\.57 GiB)")) << rows[5];    // 4e8, 13.5e9
+  EXPECT_TRUE(starts(rows[0], "0 none none - 18.63 GiB")) << rows[0];      // 20e9 B
+  EXPECT_TRUE(starts(rows[3], "2 cpu none - 1.86 GiB 44.70 GiB")) << rows[3];  // 2e9, 48e9
+  EXPECT_TRUE(starts(rows[4], "2 none none - 3.96 GiB 22.35 GiB")) << rows[4];  // 4.25e9, 24e9
+  EXPECT_TRUE(starts(rows[5], "3 cpu cpu 1 0.37 GiB 12.57 GiB")) << rows[5];    // 4e8, 13.5e9
   EXPECT_TRUE(has(r.output, "2 nodes x 4 GPUs = 8 GPUs")) << r.output;
 }
 
@@ -106,8 +116,9 @@ TEST(ZeroEstimate, GpuMemoryMarksFitsAndRecommends) {
   r = run_zero("estimate --model llama-1b --gpus-per-node 8 --micro-batch 4 --seq-len 4096 --gpu-memory 16");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "nothing fits in 16 GiB per GPU")) << r.output;
-  EXPECT_TRUE(has(r.output, "with --activation-checkpointing, ZeRO-\\d.* would fit")) << r.output;
-  for (const auto& row : table_rows(r.output)) EXPECT_TRUE(has(row, "no$")) << row;
+  EXPECT_TRUE(has(r.output, "with --activation-checkpointing, ZeRO-")) << r.output;
+  EXPECT_TRUE(has(r.output, " would fit")) << r.output;
+  for (const auto& row : table_rows(r.output)) EXPECT_TRUE(row.size() >= 3 && row.compare(row.size() - 3, 3, " no") == 0) << row;
   r = run_zero(
       "estimate --model llama-1b --gpus-per-node 8 --micro-batch 4 --seq-len 4096 --gpu-memory 16 "
       "--activation-checkpointing");
