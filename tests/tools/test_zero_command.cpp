@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -38,10 +38,14 @@ Result run(const std::string& args) {
   return r;
 }
 
+// The number that follows `label` (after whitespace), NaN when absent.
 double number_after(const std::string& text, const std::string& label) {
-  std::smatch m;
-  if (!std::regex_search(text, m, std::regex(label + R"(\s+([0-9.]+))"))) return NAN;
-  return std::stod(m[1]);
+  const size_t at = text.find(label);
+  if (at == std::string::npos) return NAN;
+  std::istringstream rest(text.substr(at + label.size()));
+  double value = NAN;
+  if (!(rest >> value)) return NAN;
+  return value;
 }
 
 class ZeroCommand : public ::testing::Test {
