@@ -93,7 +93,9 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                                            s.micro_batch_size * s.gradient_accumulation_steps,
                                            options.seq_len).total();
   }
-  const bool terminal = ::isatty(STDOUT_FILENO) != 0 && !quiet;
+  // The progress bar only for a single process on a terminal: mpirun hands its ranks a
+  // pseudo-terminal even when the job's output goes to a log file.
+  const bool terminal = ::isatty(STDOUT_FILENO) != 0 && !quiet && world == 1;
   auto save = [&](const char* why) {
     nlohmann::json client = {{"data", data.state()}};
     if (eval_data != nullptr) client["eval_data"] = eval_data->state();
