@@ -75,9 +75,12 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   }
   model_->zero_grad();
   if (settings_.fp16.enabled) scaler_ = std::make_unique<optim::LossScaler>(settings_.fp16);
+  // 16-bit training stores activations in 16 bits too (DeepSpeed runs the converted model).
+  const sharding::Precision precision = resolve_precision(settings_);
+  if (precision.mixed()) model_->set_activation_dtype(precision.param);
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
-                                                resolve_precision(settings_));
+                                                precision);
   optimizer_->init_state(model_->backend(), zero_->update_numel(), zero_->precision().states);
   schedule_ = optim::LrSchedule::create({settings_.scheduler_type, settings_.scheduler_params},
                                         optimizer_->base_lr(), "scheduler");

@@ -28,7 +28,8 @@ Tensor EmbeddingUnit::forward(StepContext& ctx, const Tensor& /*x*/) {
                      std::to_string(max_positions_) + "); use a shorter --seq-len");
   }
   Tensor tokens = batch.tokens.reshape({rows});
-  Tensor out = ctx.backend.empty({rows, hidden_size_}, param(token_index_).dtype(),
+  Tensor out = ctx.backend.empty({rows, hidden_size_},
+                                 ctx.activation_dtype.value_or(param(token_index_).dtype()),
                                  MemoryCategory::kActivations);
   ctx.backend.embedding_forward(out, tokens, param(token_index_), false);
   if (learned_positions_) {

@@ -59,7 +59,9 @@ Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
   }
   // The mean over valid targets; with none, the loss and its gradient are zero (not NaN).
   const double grad_scale = valid > 0 ? 1.0 / static_cast<double>(valid) : 0.0;
-  Tensor losses = be.empty({rows}, dt, MemoryCategory::kActivations);
+  // Per-token losses in f32 (f64 for f64 models) even with 16-bit logits, as Hugging Face
+  // upcasts the logits for its loss.
+  Tensor losses = be.empty({rows}, backend::stats_dtype(dt), MemoryCategory::kActivations);
   be.softmax_cross_entropy(losses, ctx.training ? &logits : nullptr, logits, targets, kIgnoreIndex,
                            grad_scale);
   Tensor losses_host = Tensor::zeros_host({rows}, DType::kF64);

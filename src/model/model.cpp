@@ -48,6 +48,7 @@ void Model::finalize() {
 
 double Model::forward(StepContext& ctx) {
   ZERO_CHECK(finalized(), "forward() before finalize()");
+  ctx.activation_dtype = activation_dtype_;
   Tensor x;
   for (size_t i = 0; i < units_.size(); ++i) {
     if (observer_ != nullptr) observer_->before_forward(i);

@@ -69,6 +69,11 @@ class Model {
 
   backend::Backend& backend() { return backend_; }
   DType param_dtype() const { return param_dtype_; }
+  // The dtype activations are stored in; unset (the default) means param_dtype(). Mixed
+  // precision sets bf16/fp16: the backend then computes each op in f32 and rounds what it
+  // stores, as a GPU run does. forward()/backward() copy it into the StepContext.
+  void set_activation_dtype(std::optional<DType> dtype) { activation_dtype_ = dtype; }
+  std::optional<DType> activation_dtype() const { return activation_dtype_; }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
   // All parameters, in flat-buffer order.
   std::vector<Parameter*> parameters();
@@ -85,6 +90,7 @@ class Model {
  private:
   backend::Backend& backend_;
   DType param_dtype_;
+  std::optional<DType> activation_dtype_;
   std::vector<std::unique_ptr<Unit>> units_;
   Tensor params_;
   Tensor grads_;

@@ -2,6 +2,7 @@
 // flags. Units keep their own saved activations; the context only carries per-step inputs.
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "backend/backend.h"
 #include "core/tensor.h"
@@ -29,6 +30,9 @@ struct StepContext {
   bool training = true;  // false: no state is saved for backward, no gradients
   // When set, the head unit copies the logits [B*T, V] here (tests and evaluation).
   Tensor* capture_logits = nullptr;
+  // The dtype activations are stored in (set by Model from Model::activation_dtype(); unset:
+  // the parameters' dtype). Mixed precision stores them in bf16/fp16 as a GPU run does.
+  std::optional<DType> activation_dtype = std::nullopt;
 };
 
 }  // namespace zero::model

@@ -74,6 +74,8 @@ void TransformerBlock::declare_llama_parameters(const std::string& p) {
   if (config_.mlp_bias) idx_.down_bias = vector("mlp.down_proj.bias", c);
 }
 
+// `dtype`: the table's dtype - f32 for 16-bit activations (the rotation is computed in f32
+// and only its result is stored in 16 bits), else the activations' own.
 const RopeTable& TransformerBlock::rope_for(backend::Backend& backend, int64_t seq_len,
                                             DType dtype) {
   if (!rope_ || rope_->seq_len != seq_len || rope_->cos.dtype() != dtype) {
@@ -118,7 +120,7 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   Tensor k = head_view(qkv, batch_, seq_len_, config_.q_dim(), kvh);
   Tensor v = head_view(qkv, batch_, seq_len_, config_.q_dim() + config_.kv_dim(), kvh);
   if (!config_.learned_positions) {
-    const RopeTable& rope = rope_for(be, seq_len_, dt);
+    const RopeTable& rope = rope_for(be, seq_len_, backend::stats_dtype(dt));
     be.rope_apply(q, rope.cos, rope.sin, false);
     be.rope_apply(k, rope.cos, rope.sin, false);
   }
@@ -226,7 +228,7 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
                         config_.sliding_window);
   d_attn = Tensor();
   if (!config_.learned_positions) {
-    const RopeTable& rope = rope_for(be, seq_len_, dt);
+    const RopeTable& rope = rope_for(be, seq_len_, backend::stats_dtype(dt));
     be.rope_apply(dq, rope.cos, rope.sin, true);
     be.rope_apply(dk, rope.cos, rope.sin, true);
   }

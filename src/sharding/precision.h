@@ -11,8 +11,9 @@
 //   stochastic_rounding  commit updates to bf16 master weights by stochastic rounding instead of
 //          round-to-nearest-even (bf16.stochastic_rounding, a zero.cpp extension), with random
 //          bits from (rounding_seed, step, element) so every rank and stage agrees.
-// The CPU backend computes in f32; every value stored in 16 bits is rounded to 16 bits where
-// the GPU path stores it (dtype_ops.h).
+// Activations are stored in the param dtype as well (Model::set_activation_dtype). The CPU
+// backend computes in f32; every value stored in 16 bits is rounded to 16 bits where the GPU
+// path stores it (dtype_ops.h, backend/cpu/cpu_f32_twins.h).
 #pragma once
 #include <cstdint>
 

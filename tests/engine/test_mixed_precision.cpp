@@ -129,7 +129,10 @@ Curve curve(Mode mode, int stage) {
   auto net = model::build_transformer(c, cpu, DType::kF32);
   model::init_parameters(*net, 5);
   EngineSettings s = zero_settings(stage, 8, 1, 1);
-  s.optimizer_params = {{"lr", 1e-2}};
+  // 5e-3: at 1e-2 this model sits at the edge of stability, where escaping the unigram plateau
+  // is chaotic and bf16's 8-bit activations lag f32 by up to 2.1% (measured); at 5e-3 f32 learns
+  // faster and both 16-bit curves track it within 0.03%.
+  s.optimizer_params = {{"lr", 5e-3}};
   s.scheduler_type.clear();
   s.bf16.enabled = mode == Mode::kBf16;
   s.fp16.enabled = mode == Mode::kFp16;

@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_cross_entropy.h"
 #include "backend/cpu/cpu_elementwise.h"
 #include "backend/cpu/cpu_embedding.h"
+#include "backend/cpu/cpu_f32_twins.h"
 #include "backend/cpu/cpu_layernorm.h"
 #include "backend/cpu/cpu_matmul.h"
 #include "backend/cpu/cpu_optimizers.h"
@@ -25,78 +26,173 @@ void CpuBackend::stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64
                                           int64_t first_index) {
   cpu::stochastic_round_to_bf16(dst, src, seed, first_index);
 }
-void CpuBackend::add(Tensor& y, const Tensor& x, double alpha) { cpu::add(y, x, alpha); }
-void CpuBackend::scale(Tensor& y, double alpha) { cpu::scale(y, alpha); }
+// Kernels on 16-bit tensors run on f32 twins and round their outputs once (cpu_f32_twins.h);
+// f32 and f64 calls go straight to the kernels.
+namespace {
+
+template <typename... Ts>
+bool any_16bit(const Ts&... tensors) {
+  return (cpu::is_16bit(tensors) || ...);
+}
+
+}  // namespace
+
+void CpuBackend::add(Tensor& y, const Tensor& x, double alpha) {
+  if (!any_16bit(y, x)) return cpu::add(y, x, alpha);
+  cpu::F32Twins t;
+  cpu::add(t.out(y), t.in(x), alpha);
+  t.finish();
+}
+void CpuBackend::scale(Tensor& y, double alpha) {
+  if (!any_16bit(y)) return cpu::scale(y, alpha);
+  cpu::F32Twins t;
+  cpu::scale(t.out(y), alpha);
+  t.finish();
+}
 
 void CpuBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
                         bool transpose_b, double alpha, double beta) {
-  cpu::matmul(c, a, transpose_a, b, transpose_b, alpha, beta);
+  if (!any_16bit(c, a, b)) return cpu::matmul(c, a, transpose_a, b, transpose_b, alpha, beta);
+  cpu::F32Twins t;
+  cpu::matmul(t.out(c), t.in(a), transpose_a, t.in(b), transpose_b, alpha, beta);
+  t.finish();
 }
 void CpuBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
-  cpu::linear_forward(y, x, w, bias);
+  if (!any_16bit(y, x, w, bias)) return cpu::linear_forward(y, x, w, bias);
+  cpu::F32Twins t;
+  cpu::linear_forward(t.out(y), t.in(x), t.in(w), t.in(bias));
+  t.finish();
 }
 void CpuBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
                                  const Tensor& x, const Tensor& w) {
-  cpu::linear_backward(dx, dw, dbias, dy, x, w);
+  if (!any_16bit(dx, dw, dbias, dy, x, w)) return cpu::linear_backward(dx, dw, dbias, dy, x, w);
+  cpu::F32Twins t;
+  cpu::linear_backward(t.out(dx), t.out(dw), t.out(dbias), t.in(dy), t.in(x), t.in(w));
+  t.finish();
 }
 
 void CpuBackend::embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
                                    bool accumulate) {
-  cpu::embedding_forward(out, ids, table, accumulate);
+  if (!any_16bit(out, table)) return cpu::embedding_forward(out, ids, table, accumulate);
+  cpu::F32Twins t;
+  cpu::embedding_forward(t.out(out), ids, t.in(table), accumulate);
+  t.finish();
 }
 void CpuBackend::embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) {
-  cpu::embedding_backward(dtable, dout, ids);
+  if (!any_16bit(dtable, dout)) return cpu::embedding_backward(dtable, dout, ids);
+  cpu::F32Twins t;
+  cpu::embedding_backward(t.out(dtable), t.in(dout), ids);
+  t.finish();
 }
 
 void CpuBackend::layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
                                    const Tensor& weight, const Tensor* bias, double eps) {
-  cpu::layernorm_forward(y, mean, rstd, x, weight, bias, eps);
+  if (!any_16bit(y, mean, rstd, x, weight, bias)) {
+    return cpu::layernorm_forward(y, mean, rstd, x, weight, bias, eps);
+  }
+  cpu::F32Twins t;
+  cpu::layernorm_forward(t.out(y), t.out(mean), t.out(rstd), t.in(x), t.in(weight), t.in(bias), eps);
+  t.finish();
 }
 void CpuBackend::layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
                                     const Tensor& x, const Tensor& weight, const Tensor& mean,
                                     const Tensor& rstd) {
-  cpu::layernorm_backward(dx, dweight, dbias, dy, x, weight, mean, rstd);
+  if (!any_16bit(dx, dweight, dbias, dy, x, weight, mean, rstd)) {
+    return cpu::layernorm_backward(dx, dweight, dbias, dy, x, weight, mean, rstd);
+  }
+  cpu::F32Twins t;
+  cpu::layernorm_backward(t.out(dx), t.out(dweight), t.out(dbias), t.in(dy), t.in(x), t.in(weight),
+                          t.in(mean), t.in(rstd));
+  t.finish();
 }
 void CpuBackend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
                                  double eps) {
-  cpu::rmsnorm_forward(y, rstd, x, weight, eps);
+  if (!any_16bit(y, rstd, x, weight)) return cpu::rmsnorm_forward(y, rstd, x, weight, eps);
+  cpu::F32Twins t;
+  cpu::rmsnorm_forward(t.out(y), t.out(rstd), t.in(x), t.in(weight), eps);
+  t.finish();
 }
 void CpuBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
                                   const Tensor& weight, const Tensor& rstd) {
-  cpu::rmsnorm_backward(dx, dweight, dy, x, weight, rstd);
+  if (!any_16bit(dx, dweight, dy, x, weight, rstd)) {
+    return cpu::rmsnorm_backward(dx, dweight, dy, x, weight, rstd);
+  }
+  cpu::F32Twins t;
+  cpu::rmsnorm_backward(t.out(dx), t.out(dweight), t.in(dy), t.in(x), t.in(weight), t.in(rstd));
+  t.finish();
 }
 
-void CpuBackend::gelu_forward(Tensor& y, const Tensor& x) { cpu::gelu_forward(y, x); }
-void CpuBackend::gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
-  cpu::gelu_backward(dx, dy, x);
+void CpuBackend::gelu_forward(Tensor& y, const Tensor& x) {
+  if (!any_16bit(y, x)) return cpu::gelu_forward(y, x);
+  cpu::F32Twins t;
+  cpu::gelu_forward(t.out(y), t.in(x));
+  t.finish();
 }
-void CpuBackend::swiglu_forward(Tensor& y, const Tensor& gate_up) { cpu::swiglu_forward(y, gate_up); }
+void CpuBackend::gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
+  if (!any_16bit(dx, dy, x)) return cpu::gelu_backward(dx, dy, x);
+  cpu::F32Twins t;
+  cpu::gelu_backward(t.out(dx), t.in(dy), t.in(x));
+  t.finish();
+}
+void CpuBackend::swiglu_forward(Tensor& y, const Tensor& gate_up) {
+  if (!any_16bit(y, gate_up)) return cpu::swiglu_forward(y, gate_up);
+  cpu::F32Twins t;
+  cpu::swiglu_forward(t.out(y), t.in(gate_up));
+  t.finish();
+}
 void CpuBackend::swiglu_backward(Tensor& dgate_up, const Tensor& dy, const Tensor& gate_up) {
-  cpu::swiglu_backward(dgate_up, dy, gate_up);
+  if (!any_16bit(dgate_up, dy, gate_up)) return cpu::swiglu_backward(dgate_up, dy, gate_up);
+  cpu::F32Twins t;
+  cpu::swiglu_backward(t.out(dgate_up), t.in(dy), t.in(gate_up));
+  t.finish();
 }
 
 void CpuBackend::rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) {
-  cpu::rope_apply(x, cos, sin, inverse);
+  if (!any_16bit(x, cos, sin)) return cpu::rope_apply(x, cos, sin, inverse);
+  cpu::F32Twins t;
+  cpu::rope_apply(t.out(x), t.in(cos), t.in(sin), inverse);
+  t.finish();
 }
 
 void CpuBackend::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
                                    const Tensor& v, double scale, int64_t window) {
-  cpu::attention_forward(out, lse, q, k, v, scale, window);
+  if (!any_16bit(out, lse, q, k, v)) return cpu::attention_forward(out, lse, q, k, v, scale, window);
+  cpu::F32Twins t;
+  cpu::attention_forward(t.out(out), t.out(lse), t.in(q), t.in(k), t.in(v), scale, window);
+  t.finish();
 }
 void CpuBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
                                     const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& out, const Tensor& lse, double scale,
                                     int64_t window) {
-  cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, scale, window);
+  if (!any_16bit(dq, dk, dv, dout, q, k, v, out, lse)) {
+    return cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, scale, window);
+  }
+  cpu::F32Twins t;
+  cpu::attention_backward(t.out(dq), t.out(dk), t.out(dv), t.in(dout), t.in(q), t.in(k), t.in(v),
+                          t.in(out), t.in(lse), scale, window);
+  t.finish();
 }
 
 void CpuBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                                        const Tensor& targets, int64_t ignore_index,
                                        double grad_scale) {
-  cpu::softmax_cross_entropy(losses, dlogits, logits, targets, ignore_index, grad_scale);
+  if (!any_16bit(losses, dlogits, logits)) {
+    return cpu::softmax_cross_entropy(losses, dlogits, logits, targets, ignore_index, grad_scale);
+  }
+  cpu::F32Twins t;
+  // dlogits may be the logits buffer itself (the fused loss writes over it): one shared twin.
+  Tensor* wide_dlogits = t.out(dlogits);
+  cpu::softmax_cross_entropy(t.out(losses), wide_dlogits, t.in(logits), targets, ignore_index,
+                             grad_scale);
+  t.finish();
 }
 
-double CpuBackend::squared_norm(const Tensor& x) { return cpu::squared_norm(x); }
+double CpuBackend::squared_norm(const Tensor& x) {
+  if (!any_16bit(x)) return cpu::squared_norm(x);
+  cpu::F32Twins t;
+  return cpu::squared_norm(t.in(x));
+}
 
 void CpuBackend::optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
                                   std::span<Tensor> state, std::span<const ParamSegment> segments,
