@@ -6,7 +6,9 @@
 // Arguments that share a storage (q, k and v views of one fused buffer, in-place operands) share
 // one twin, so in-place kernels stay in place. Writing a whole storage back is exact for the
 // elements a kernel did not touch (16 -> 32 -> 16 bits round-trips). f32 and f64 arguments are
-// passed through untouched. One F32Twins serves one kernel call on one thread.
+// passed through untouched. One F32Twins serves one kernel call on one thread. The twins are
+// transient MemoryCategory::kWorkspace allocations: the emulation's cost, visible in peak memory
+// on the CPU; a GPU kernel needs none.
 #pragma once
 #include <map>
 #include <memory>
