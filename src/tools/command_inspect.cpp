@@ -72,6 +72,12 @@ void describe_checkpoint(const fs::path& folder) {
   std::printf("  optimizer %s (%lld steps), scheduler at iteration %lld, %zu parameters tensors\n",
               s["optimizer"].value("type", "?").c_str(), static_cast<long long>(s["optimizer"].value("step_count", 0)),
               static_cast<long long>(s["scheduler"].value("last_batch_iteration", -1)), s["parameters"].size());
+  if (s.contains("loss_scaler")) {
+    const nlohmann::json& scaler = s["loss_scaler"];
+    std::printf("  fp16 loss scale %g (hysteresis left %lld, last overflow at scaler iteration %lld)\n",
+                scaler.value("scale", 0.0), static_cast<long long>(scaler.value("hysteresis", 0)),
+                static_cast<long long>(scaler.value("last_overflow_iteration", -1)));
+  }
   if (s.contains("model_config") && s["model_config"].contains("architectures")) {
     std::printf("  model %s\n", s["model_config"]["architectures"][0].get<std::string>().c_str());
   }

@@ -109,8 +109,9 @@ TEST_F(ZeroCommand, Fp16RunShowsLossScaleAndSkippedSteps) {
                "fp16": {"enabled": true, "initial_scale_power": 40, "hysteresis": 1}})";
   }
   const std::string log = (dir_ / "fp16.jsonl").string();
+  const std::string ckpt = (dir_ / "fp16_ckpt").string();
   const Result r = run("train --model tiny --steps 30 --seq-len 16 --data synthetic --deepspeed " +
-                       config + " --log-json " + log);
+                       config + " --log-json " + log + " --save " + ckpt);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("loss scale"), std::string::npos) << r.output;
   std::ifstream lines(log);
@@ -126,6 +127,10 @@ TEST_F(ZeroCommand, Fp16RunShowsLossScaleAndSkippedSteps) {
   EXPECT_GT(last_skipped, 0) << r.output;
   EXPECT_LT(last_scale, first_scale) << r.output;
   EXPECT_LT(last_scale, std::ldexp(1.0, 40)) << r.output;
+  // The checkpoint carries the scaler, and inspect shows it.
+  const Result inspect = run("inspect " + ckpt + "/global_step30");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("fp16 loss scale"), std::string::npos) << inspect.output;
 }
 
 TEST_F(ZeroCommand, PrepareTrainAndInspectText) {
