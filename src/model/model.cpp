@@ -49,10 +49,14 @@ void Model::finalize() {
 double Model::forward(StepContext& ctx) {
   ZERO_CHECK(finalized(), "forward() before finalize()");
   ctx.activation_dtype = activation_dtype_;
+  checkpoint_inputs_.assign(units_.size(), Tensor());
   Tensor x;
   for (size_t i = 0; i < units_.size(); ++i) {
     if (observer_ != nullptr) observer_->before_forward(i);
+    const bool checkpoint = ctx.training && activation_checkpointing_ && units_[i]->recomputable();
+    if (checkpoint) checkpoint_inputs_[i] = x;
     x = units_[i]->forward(ctx, x);
+    if (checkpoint) units_[i]->release_activations();
     if (observer_ != nullptr) observer_->after_forward(i);
   }
   if (!x.defined() || x.numel() != 1 || x.dtype() != DType::kF64) {
@@ -68,6 +72,12 @@ void Model::backward(StepContext& ctx, double loss_grad) {
   dy.data<double>()[0] = loss_grad;
   for (size_t i = units_.size(); i-- > 0;) {
     if (observer_ != nullptr) observer_->before_backward(i);
+    if (i < checkpoint_inputs_.size() && checkpoint_inputs_[i].defined()) {
+      // Recompute the checkpointed unit's activations (its parameters are in place: ZeRO-3
+      // gathered them in before_backward).
+      units_[i]->forward(ctx, checkpoint_inputs_[i]);
+      checkpoint_inputs_[i] = Tensor();
+    }
     dy = units_[i]->backward(ctx, dy);
     units_[i]->release_activations();
     if (observer_ != nullptr) observer_->after_backward(i);
@@ -87,6 +97,7 @@ double Model::evaluate(const Batch& batch) {
   ctx.training = false;
   const double loss = forward(ctx);
   for (auto& unit : units_) unit->release_activations();
+  checkpoint_inputs_.clear();
   return loss;
 }
 

@@ -74,6 +74,12 @@ class Model {
   // stores, as a GPU run does. forward()/backward() copy it into the StepContext.
   void set_activation_dtype(std::optional<DType> dtype) { activation_dtype_ = dtype; }
   std::optional<DType> activation_dtype() const { return activation_dtype_; }
+  // Activation checkpointing (Hugging Face's gradient_checkpointing): a training forward keeps
+  // only the input of each recomputable unit (the transformer blocks) and backward re-runs the
+  // unit's forward just before its backward. Gradients are bit-identical; activation memory
+  // drops from every block's intermediates to one hidden state per block.
+  void set_activation_checkpointing(bool enabled) { activation_checkpointing_ = enabled; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
   // All parameters, in flat-buffer order.
   std::vector<Parameter*> parameters();
@@ -91,6 +97,8 @@ class Model {
   backend::Backend& backend_;
   DType param_dtype_;
   std::optional<DType> activation_dtype_;
+  bool activation_checkpointing_ = false;
+  std::vector<Tensor> checkpoint_inputs_;  // per unit: its input, while checkpointed
   std::vector<std::unique_ptr<Unit>> units_;
   Tensor params_;
   Tensor grads_;

@@ -24,6 +24,7 @@ class TransformerBlock final : public Unit {
   Tensor forward(StepContext& ctx, const Tensor& x) override;
   Tensor backward(StepContext& ctx, const Tensor& dy) override;
   void release_activations() override;
+  bool recomputable() const override { return true; }
 
  private:
   struct Indices {

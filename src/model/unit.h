@@ -32,6 +32,10 @@ class Unit {
   virtual Tensor backward(StepContext& ctx, const Tensor& dy) = 0;
   // Frees everything forward() saved (called after backward and after evaluation).
   virtual void release_activations() = 0;
+  // Whether forward() can be re-run in backward from its input alone, giving bit-identical
+  // saved activations (no randomness, no state): activation checkpointing then keeps only the
+  // input between forward and backward.
+  virtual bool recomputable() const { return false; }
 
   std::vector<Parameter>& parameters() { return parameters_; }
   const std::vector<Parameter>& parameters() const { return parameters_; }

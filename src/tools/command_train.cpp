@@ -63,7 +63,10 @@ int run_train(const Args& args) {
       .option("log-json", "", "append one JSON object per logged step to this file")
       .option("micro-batch", "", "resolves train_micro_batch_size_per_gpu: \"auto\"")
       .option("grad-accum", "", "resolves gradient_accumulation_steps: \"auto\"")
-      .option("lr", "", "resolves \"auto\" learning rates");
+      .option("lr", "", "resolves \"auto\" learning rates")
+      .option("gradient-checkpointing", "false",
+              "true: recompute each transformer block's activations in backward (less memory, "
+              "about one more forward pass of compute; Hugging Face's gradient_checkpointing)");
   if (!parser.parse()) return 0;
   const int64_t seq_len = parser.get_int("seq-len");
   const int64_t steps = parser.get_int("steps");
@@ -106,6 +109,12 @@ int run_train(const Args& args) {
     net = model::build_transformer(config, cpu, DType::kF32);
     model::init_parameters(*net, seed);
   }
+  const std::string checkpointing = parser.get("gradient-checkpointing");
+  if (checkpointing != "true" && checkpointing != "false") {
+    throw ConfigError("zero train: --gradient-checkpointing takes true or false, got \"" +
+                      checkpointing + "\"");
+  }
+  net->set_activation_checkpointing(checkpointing == "true");
   const int64_t vocab = net->config()->vocab_size;
   if (seq_len > net->config()->max_position_embeddings && net->config()->learned_positions) {
     throw ConfigError("zero train: --seq-len " + std::to_string(seq_len) + " exceeds the model's " +

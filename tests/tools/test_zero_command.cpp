@@ -155,6 +155,23 @@ TEST_F(ZeroCommand, PrepareTrainAndInspectText) {
   EXPECT_NE(missing.output.find("missing.txt"), std::string::npos) << missing.output;
 }
 
+TEST_F(ZeroCommand, GradientCheckpointingTrainsTheSame) {
+  const std::string common = "train --model tiny-llama --steps 3 --seq-len 16 --data synthetic --log-json ";
+  const std::string plain_log = (dir_ / "plain.jsonl").string();
+  const std::string ckpt_log = (dir_ / "ckpt.jsonl").string();
+  ASSERT_EQ(run(common + plain_log).exit_code, 0);
+  const Result r = run(common + ckpt_log + " --gradient-checkpointing true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream a(plain_log), b(ckpt_log);
+  std::string line_a, line_b;
+  int lines = 0;
+  while (std::getline(a, line_a) && std::getline(b, line_b)) {
+    EXPECT_EQ(nlohmann::json::parse(line_a).at("loss"), nlohmann::json::parse(line_b).at("loss"));
+    ++lines;
+  }
+  EXPECT_GT(lines, 0);
+}
+
 TEST_F(ZeroCommand, BadInputExitsWithAMessage) {
   struct Case {
     std::string args, message;
@@ -171,6 +188,7 @@ TEST_F(ZeroCommand, BadInputExitsWithAMessage) {
       {"train --resume " + (dir_ / "nowhere").string(), "does not exist"},
       {"convert " + (dir_ / "nowhere").string() + " " + (dir_ / "out").string(), "does not exist"},
       {"frobnicate", "unknown command"},
+      {"train --gradient-checkpointing yes", "--gradient-checkpointing takes true or false"},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);
