@@ -41,14 +41,9 @@ sharding::Precision resolve_precision(const EngineSettings& settings) {
   }
   // DeepSpeed's communication_data_type: the model's dtype unless the config names one.
   p.comm = settings.communication_data_type ? dtype_of(*settings.communication_data_type) : p.param;
-  if (settings.bf16.enabled && settings.bf16.bf16_master_weights_and_grads) p.master = DType::kBF16;
-  if (settings.bf16.bf16_optimizer_states) {
-    if (p.master != DType::kBF16) {
-      throw ConfigError("bf16.bf16_optimizer_states needs bf16.enabled and "
-                        "bf16.bf16_master_weights_and_grads");
-    }
-    p.states = DType::kBF16;
-  }
+  // DeepSpeed's low-precision states; ZeroStage checks the combination is one it can run.
+  if (settings.bf16.bf16_master_weights_and_grads) p.master = DType::kBF16;
+  if (settings.bf16.bf16_optimizer_states) p.states = DType::kBF16;
   p.stochastic_rounding = settings.bf16.stochastic_rounding;
   return p;
 }

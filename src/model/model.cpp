@@ -49,11 +49,12 @@ void Model::finalize() {
 double Model::forward(StepContext& ctx) {
   ZERO_CHECK(finalized(), "forward() before finalize()");
   ctx.activation_dtype = activation_dtype_;
-  checkpoint_inputs_.assign(units_.size(), Tensor());
+  const bool checkpointing = ctx.training && activation_checkpointing_;
+  checkpoint_inputs_.assign(checkpointing ? units_.size() : 0, Tensor());
   Tensor x;
   for (size_t i = 0; i < units_.size(); ++i) {
     if (observer_ != nullptr) observer_->before_forward(i);
-    const bool checkpoint = ctx.training && activation_checkpointing_ && units_[i]->recomputable();
+    const bool checkpoint = checkpointing && units_[i]->recomputable();
     if (checkpoint) checkpoint_inputs_[i] = x;
     x = units_[i]->forward(ctx, x);
     if (checkpoint) units_[i]->release_activations();

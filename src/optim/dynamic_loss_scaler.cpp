@@ -56,7 +56,7 @@ bool LossScaler::update(bool overflow, int64_t step,
                    "(same exponent range as fp32), lower the learning rate, or lower min_loss_scale";
         throw NumericError(message.str());
       }
-      scale_ = std::max(scale_ / factor_, min_scale_);
+      scale_ = std::max(scale_ / kFactor, min_scale_);
     } else {
       --hysteresis_;
     }
@@ -65,7 +65,7 @@ bool LossScaler::update(bool overflow, int64_t step,
     if (consecutive_hysteresis_) hysteresis_ = delayed_shift_;
     if ((iteration_ - last_overflow_iteration_) % window_ == 0) {
       if (!consecutive_hysteresis_) hysteresis_ = delayed_shift_;
-      scale_ *= factor_;
+      scale_ *= kFactor;
     }
   }
   remember(step, scale_used, overflow);

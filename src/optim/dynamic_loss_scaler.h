@@ -54,7 +54,7 @@ class LossScaler {
 
   bool dynamic_;
   double scale_;
-  double factor_ = 2.0;
+  static constexpr double kFactor = 2.0;  // DeepSpeed's scale_factor
   int64_t window_;
   double min_scale_;
   int64_t delayed_shift_;

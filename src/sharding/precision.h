@@ -10,13 +10,13 @@
 //   states optimizer states (Adam's moments, ...): f32, or bf16 with bf16.bf16_optimizer_states;
 //   stochastic_rounding  commit updates to bf16 master weights by stochastic rounding instead of
 //          round-to-nearest-even (bf16.stochastic_rounding, a zero.cpp extension), with random
-//          bits from (rounding_seed, step, element) so every rank and stage agrees.
+//          bits from (step, element) so every rank and stage agrees.
+// ZeroStage rejects combinations it cannot run (bf16 master weights without bf16 parameters or
+// at stage 0, bf16 states or stochastic rounding without bf16 master weights).
 // Activations are stored in the param dtype as well (Model::set_activation_dtype). The CPU
 // backend computes in f32; every value stored in 16 bits is rounded to 16 bits where the GPU
 // path stores it (dtype_ops.h, backend/cpu/cpu_f32_twins.h).
 #pragma once
-#include <cstdint>
-
 #include "core/dtype.h"
 
 namespace zero::sharding {
@@ -28,7 +28,6 @@ struct Precision {
   DType master = DType::kF32;
   DType states = DType::kF32;
   bool stochastic_rounding = false;
-  uint64_t rounding_seed = 0;
   bool mixed() const { return param != DType::kF32; }
 };
 

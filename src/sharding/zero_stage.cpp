@@ -55,6 +55,11 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     throw ConfigError("bf16.bf16_master_weights_and_grads needs bf16.enabled and ZeRO stage 1, 2 "
                       "or 3 (the master weights live in the optimizer's partition)");
   }
+  if (precision_.states != DType::kF32 &&
+      (precision_.states != DType::kBF16 || precision_.master != DType::kBF16)) {
+    throw ConfigError("bf16.bf16_optimizer_states needs bf16.bf16_master_weights_and_grads "
+                      "(DeepSpeed keeps them together)");
+  }
   if (precision_.stochastic_rounding && precision_.master != DType::kBF16) {
     throw ConfigError("bf16.stochastic_rounding rounds updates into bf16 master weights: set "
                       "bf16.bf16_master_weights_and_grads (with fp32 master weights no update is "
@@ -284,11 +289,13 @@ Tensor& ZeroStage::update_params() {
 }
 
 void ZeroStage::commit_master(int64_t step) {
-  backend_.copy(master_, master_f32_);  // round-to-nearest-even (and the padding)
-  if (precision_.stochastic_rounding) {
+  if (!precision_.stochastic_rounding) {
+    backend_.copy(master_, master_f32_);  // round-to-nearest-even
+  } else {
     // One random stream per step; each element's bits come from its place in the model, so the
-    // result does not depend on the world size or the stage.
-    const uint64_t seed = precision_.rounding_seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step);
+    // result does not depend on the world size or the stage. Padding elements belong to no
+    // slice: they stay zero in master_ (zero gradient, zero update).
+    const auto seed = static_cast<uint64_t>(step);
     for (const ParamSlice& slice : layout_.slices()) {
       Tensor target = master_.view(slice.partition_offset, {slice.count});
       const Tensor source = master_f32_.view(slice.partition_offset, {slice.count});

@@ -57,6 +57,15 @@ TEST(Bf16MasterWeights, RequiresZeroAndBf16) {
   EngineSettings s = zero_settings(2, 2, 1, 1);
   s.bf16.bf16_optimizer_states = true;  // without bf16 master weights
   EXPECT_THROW(Engine(small_model("gpt2", cpu), s, self), ConfigError);
+  // Settings built in code, not parsed from a config, are held to the same rules: bf16 master
+  // weights without bf16 training, and stochastic rounding without bf16 master weights.
+  EngineSettings no_bf16 = low_precision(2, false, false);
+  no_bf16.bf16.enabled = false;
+  EXPECT_THROW(Engine(small_model("gpt2", cpu), no_bf16, self), ConfigError);
+  EngineSettings rounding = zero_settings(2, 2, 1, 1);
+  rounding.bf16.enabled = true;
+  rounding.bf16.stochastic_rounding = true;
+  EXPECT_THROW(Engine(small_model("gpt2", cpu), rounding, self), ConfigError);
 }
 
 struct TrainedRun {
