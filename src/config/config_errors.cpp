@@ -44,11 +44,9 @@ void throw_unresolved_auto(const std::string& source, const std::string& key) {
       "enabled and the hidden-size based zero_optimization sizes); write a value instead");
 }
 
-void throw_unknown_key(const std::string& source, const std::string& key,
-                       const std::string& known_key) {
-  throw ConfigError(
-      source + ": unknown key '" + key + "'; did you mean '" + known_key +
-      "'? (zero.cpp knows no such DeepSpeed 0.19 key here; fix the spelling or remove it)");
+std::string shown_key(const std::string& key_path) {
+  if (key_path.size() <= kMaxShownChars) return key_path;
+  return key_path.substr(0, kMaxShownChars - 3) + "...";
 }
 
 }  // namespace zero::config

@@ -27,8 +27,7 @@ std::string show_value(const nlohmann::json& value);
 // An "auto" left where nothing resolves it (see auto_values.h for the keys that resolve).
 [[noreturn]] void throw_unresolved_auto(const std::string& source, const std::string& key);
 
-// `known_key` is the full path of the closest known key.
-[[noreturn]] void throw_unknown_key(const std::string& source, const std::string& key,
-                                    const std::string& known_key);
+// A key path as shown in messages: shortened when absurdly long (a key is text from the file).
+std::string shown_key(const std::string& key_path);
 
 }  // namespace zero::config

@@ -2,15 +2,14 @@
 // typed section readers (unknown keys, types, ranges) -> batch inference -> cross-key rules.
 #include "config/deepspeed_config.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "config/lenient_json.h"
+#include "config/read_context.h"
 #include "config/section_reader.h"
 #include "config/section_writer.h"
+#include "config/unused_settings.h"
 #include "core/error.h"
+#include "io/input_file.h"
 
 namespace zero::config {
 namespace {
@@ -74,37 +73,39 @@ void check_cross_keys(const DeepSpeedConfig& c, const std::string& source) {
 
 }  // namespace
 
-DeepSpeedConfig DeepSpeedConfig::from_file(const std::string& path, const AutoValues& autos) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw FileError(path + ": cannot open the DeepSpeed config (" + std::strerror(errno) +
-                    "); check the path given for it");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw FileError(path + ": reading the DeepSpeed config failed");
-  return from_text(text.str(), path, autos);
+DeepSpeedConfig DeepSpeedConfig::from_file(const std::string& path, const AutoValues& autos,
+                                           const ConfigReadOptions& options) {
+  return from_text(io::read_text_file(path, "the DeepSpeed config", io::kMaxConfigBytes), path,
+                   autos, options);
 }
 
 DeepSpeedConfig DeepSpeedConfig::from_text(const std::string& text, const std::string& source_name,
-                                           const AutoValues& autos) {
-  return from_json(parse_lenient_json(text, source_name), source_name, autos);
+                                           const AutoValues& autos,
+                                           const ConfigReadOptions& options) {
+  KeyLines key_lines;
+  const nlohmann::json json = parse_lenient_json(text, source_name, &key_lines);
+  return from_json(json, source_name, autos, options, &key_lines);
 }
 
 DeepSpeedConfig DeepSpeedConfig::from_json(const nlohmann::json& json, const std::string& source,
-                                           const AutoValues& autos) {
+                                           const AutoValues& autos,
+                                           const ConfigReadOptions& options,
+                                           const KeyLines* key_lines) {
   expect_object(json, "", source);
+  DeepSpeedConfig config;
+  const ReadContext context(source, key_lines, options.strict, config.notes);
   nlohmann::json resolved = json;
   upgrade_legacy_zero_flag(resolved);
-  resolve_auto_values(resolved, autos, source);
+  apply_amp_section(resolved, context);
+  resolve_auto_values(resolved, autos, context);
 
-  DeepSpeedConfig config;
-  read_section(resolved, config, "", source);
+  read_section(resolved, config, "", context);
   config.batch = infer_batch_config(
       given(config.batch.train_batch_size), given(config.batch.train_micro_batch_size_per_gpu),
       given(config.batch.gradient_accumulation_steps), autos.world_size, source);
   finalize_zero_config(config.zero_optimization, source);
   check_cross_keys(config, source);
+  note_unused_settings(config, resolved, context);
   return config;
 }
 

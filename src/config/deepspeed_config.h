@@ -16,7 +16,9 @@
 #include "config/auto_values.h"
 #include "config/batch_config.h"
 #include "config/checkpoint_config.h"
+#include "config/config_notes.h"
 #include "config/field_spec.h"
+#include "config/lenient_json.h"
 #include "config/monitor_config.h"
 #include "config/optimizer_config.h"
 #include "config/other_sections.h"
@@ -25,6 +27,13 @@
 #include "config/zero_config.h"
 
 namespace zero::config {
+
+// How strictly to read.
+struct ConfigReadOptions {
+  // --strict-config: a key that would only be warned about (an unknown key DeepSpeed ignores)
+  // is an error instead.
+  bool strict = false;
+};
 
 struct DeepSpeedConfig {
   BatchConfig batch;  // top-level keys train_batch_size, train_micro_batch_size_per_gpu, ...
@@ -59,15 +68,24 @@ struct DeepSpeedConfig {
   CheckpointConfig checkpoint;
   // Recognised top-level sections that are not modelled, as written (other_sections.h).
   std::map<std::string, nlohmann::json> unmodeled_sections;
+  // What reading said: each "auto" and what it became, ignored keys (warnings), settings that
+  // are documented but unused here (notes). Not part of equality.
+  ConfigNotes notes;
 
-  // Reads a config file (DeepSpeed's hjson-style JSON, see lenient_json.h). Throws FileError
-  // when the file cannot be read, ConfigError for anything wrong inside it.
-  static DeepSpeedConfig from_file(const std::string& path, const AutoValues& autos = {});
+  // Reads a config file (JSON or HJSON, as DeepSpeed reads it, see lenient_json.h). Only a
+  // regular file of at most 4 MiB is read. Throws FileError when the file cannot be read,
+  // ConfigError for anything wrong inside it.
+  static DeepSpeedConfig from_file(const std::string& path, const AutoValues& autos = {},
+                                   const ConfigReadOptions& options = {});
   // `source_name` names the text in messages (a file name, "built-in config", ...).
   static DeepSpeedConfig from_text(const std::string& text, const std::string& source_name,
-                                   const AutoValues& autos = {});
+                                   const AutoValues& autos = {},
+                                   const ConfigReadOptions& options = {});
+  // `key_lines` (from the text's parse) lets messages give each key's line.
   static DeepSpeedConfig from_json(const nlohmann::json& json, const std::string& source,
-                                   const AutoValues& autos = {});
+                                   const AutoValues& autos = {},
+                                   const ConfigReadOptions& options = {},
+                                   const KeyLines* key_lines = nullptr);
   // DeepSpeed's defaults everywhere, with the given batch shape (train_batch_size inferred).
   static DeepSpeedConfig defaults(int64_t micro_batch_size = 1,
                                   int64_t gradient_accumulation_steps = 1, int64_t world_size = 1);

@@ -6,7 +6,8 @@
 // gradient accumulation and communication in fp32, bf16 or fp16. Each row below is
 // a setting that asks for something else; delete a row when its feature lands.
 //
-// Not gated on purpose: the aio section (only NVMe offload reads it, and NVMe offload is gated),
+// Built since: prescale_gradients, gradient_predivide_factor, zero_optimization.reduce_scatter
+// false. Not gated on purpose: the aio section (only NVMe offload reads it, and NVMe offload is gated),
 // ZeRO tuning knobs that only change memory or speed (bucket sizes, overlap_comm and stage3_*
 // are all honoured; sub_group_size and stage3_gather_16bit_weights_on_model_save need nothing:
 // the optimizer updates one partition at a time and every checkpoint consolidates with `zero
@@ -129,7 +130,6 @@ const std::vector<Gate>& gates() {
     const std::string zeropp = "the ZeRO++ issue";
     const std::string checkpointing = "the activation-checkpointing issue";
     const std::string monitoring = "the monitoring issue";
-    const std::string data_parallel = "the data-parallel issue";
     std::vector<Gate> t = {
         {"optimizer.type", check_optimizer},
         {"scheduler.type", check_scheduler},
@@ -150,14 +150,9 @@ const std::vector<Gate>& gates() {
             [](const Config& c) { return when_not_fp32(c.data_types.buffer_dtype, dtype_names()); },
             "16-bit buffers", precision, "remove the key or set it to \"fp32\""),
         // ZeRO.
-        // Stages 0-3 are built; these switches ask for DeepSpeed's other code paths.
-        row("zero_optimization.reduce_scatter",
-            [](const Config& c) {
-              return c.zero_optimization.reduce_scatter ? std::nullopt : std::optional<json>(false);
-            },
-            "all-reduce instead of reduce-scatter for ZeRO gradients", zero,
-            "remove the key or set it to true (reduce-scatter moves less data)"),
-        row("zero_optimization.allgather_partitions",
+        // Stages 0-3 are built (reduce_scatter: false too); these switches ask for DeepSpeed's
+        // other code paths.
+                row("zero_optimization.allgather_partitions",
             [](const Config& c) {
               return c.zero_optimization.allgather_partitions ? std::nullopt
                                                               : std::optional<json>(false);
@@ -264,16 +259,7 @@ const std::vector<Gate>& gates() {
             },
             "Ulysses sequence parallelism", "the sequence-parallelism issue",
             "remove the key or set it to 1"),
-        row("prescale_gradients", [](const Config& c) { return when_true(c.prescale_gradients); },
-            "gradient prescaling", data_parallel, off),
-        row("gradient_predivide_factor",
-            [](const Config& c) {
-              return c.gradient_predivide_factor != 1.0
-                         ? std::optional<json>(c.gradient_predivide_factor)
-                         : std::nullopt;
-            },
-            "gradient predivision", data_parallel, "remove the key or set it to 1.0"),
-        // Monitoring and profiling.
+                        // Monitoring and profiling.
         row("comms_logger.debug",
             [](const Config& c) { return when_true(c.comms_logger.enabled && c.comms_logger.debug); },
             "caller names in communication logs", monitoring, off),

@@ -57,8 +57,8 @@ constexpr double kInt64Bound = 9223372036854775808.0;
 }  // namespace
 
 SectionReader::SectionReader(const nlohmann::json& object, std::string path,
-                             const std::string& source)
-    : object_(object), path_(std::move(path)), source_(source) {}
+                             const ReadContext& context)
+    : object_(object), path_(std::move(path)), context_(context), source_(context.source()) {}
 
 const nlohmann::json* SectionReader::find(const Key& key, std::string& path) const {
   const auto main = object_.find(key.name);
@@ -264,11 +264,19 @@ void expect_object(const nlohmann::json& value, const std::string& path,
 }
 
 void check_unknown_keys(const nlohmann::json& object, const std::vector<std::string>& known,
-                        const std::string& path, const std::string& source) {
+                        const std::string& path, const ReadContext& context) {
   for (const auto& [name, value] : object.items()) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      throw_unknown_key(source, join_key(path, name), join_key(path, closest_name(name, known)));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::string key_path = join_key(path, name);
+    if (const std::optional<std::string> meant = near_miss(name, known)) {
+      throw ConfigError(context.where(key_path) + ": key '" + shown_key(key_path) +
+                        "' looks like a misspelling of '" + join_key(path, *meant) +
+                        "'; as written it would be ignored and your setting lost, so fix the "
+                        "spelling (or remove the key)");
     }
+    context.warn(key_path, "unknown key '" + shown_key(key_path) +
+                               "' is ignored (DeepSpeed ignores it too; zero.cpp knows no such "
+                               "DeepSpeed setting here)");
   }
 }
 

@@ -13,13 +13,15 @@
 
 #include "config/field_spec.h"
 #include "config/key_collector.h"
+#include "config/read_context.h"
 
 namespace zero::config {
 
 class SectionReader {
  public:
-  // `path` is the section's key path ("" for the top level); `source` prefixes every message.
-  SectionReader(const nlohmann::json& object, std::string path, const std::string& source);
+  // `path` is the section's key path ("" for the top level); `context` names the source in every
+  // message and collects warnings.
+  SectionReader(const nlohmann::json& object, std::string path, const ReadContext& context);
 
   void field(const Key& key, bool& out);
   void field(const Key& key, std::optional<bool>& out);
@@ -91,24 +93,28 @@ class SectionReader {
 
   const nlohmann::json& object_;
   std::string path_;
+  const ReadContext& context_;
   const std::string& source_;
 };
 
 // Throws ConfigError unless `value` is a JSON object.
 void expect_object(const nlohmann::json& value, const std::string& path, const std::string& source);
-// Throws ConfigError naming the first key of `object` that is not in `known`, with the closest.
+// Keys of `object` that are not in `known`: a near miss of a known key (edit distance <= 2, or
+// equal up to case, spaces and separators) is a ConfigError naming both, because the user's
+// setting would otherwise be lost; any other unknown key is ignored with a warning (DeepSpeed
+// ignores it too), an error under --strict-config.
 void check_unknown_keys(const nlohmann::json& object, const std::vector<std::string>& known,
-                        const std::string& path, const std::string& source);
+                        const std::string& path, const ReadContext& context);
 
 // Reads the section `value` (at key path `path`) into `out`: unknown keys first, then values.
 template <class S>
 void read_section(const nlohmann::json& value, S& out, const std::string& path,
-                  const std::string& source) {
-  expect_object(value, path, source);
+                  const ReadContext& context) {
+  expect_object(value, path, context.source());
   KeyCollector keys;
   out.visit(keys);
-  check_unknown_keys(value, keys.names(), path, source);
-  SectionReader reader(value, path, source);
+  check_unknown_keys(value, keys.names(), path, context);
+  SectionReader reader(value, path, context);
   out.visit(reader);
 }
 
@@ -118,7 +124,7 @@ void SectionReader::section(const Key& key, S& out) {
   std::string path;
   const nlohmann::json* value = find(key, path);
   if (value == nullptr || value->is_null()) return;
-  read_section(*value, out, path, source_);
+  read_section(*value, out, path, context_);
 }
 
 template <class S>
@@ -130,7 +136,7 @@ void SectionReader::section(const Key& key, std::optional<S>& out) {
     return;
   }
   S parsed;
-  read_section(*value, parsed, path, source_);
+  read_section(*value, parsed, path, context_);
   out = std::move(parsed);
 }
 

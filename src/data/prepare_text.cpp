@@ -1,6 +1,7 @@
 // prepare_text_files: read, tokenize, split, write.
 #include "data/prepare_text.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -8,7 +9,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "core/checked_math.h"
 #include "core/error.h"
+#include "io/input_file.h"
 #include "data/token_shard.h"
 
 namespace zero::data {
@@ -16,18 +19,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void check_readable(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    throw FileError(path +
-                    ": is a directory; zero prepare takes text files (list the files inside)");
-  }
+// A shard's header counts tokens in an int32.
+constexpr int64_t kMaxShardTokens = INT32_MAX;
+
+// Only regular files: fopen() of a FIFO blocks until a writer appears, and /dev/zero would be
+// read until memory runs out. Returns the file's size (one byte token per byte).
+int64_t check_readable(const std::string& path) {
+  const uint64_t size = io::regular_file_size(path, "the text file to tokenize");
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     throw FileError(path + ": cannot open the text file: " + std::strerror(errno) +
                     " (check the path)");
   }
   std::fclose(file);
+  return size > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(size);
 }
 
 // Appends the byte tokens of `path` to `tokens`; returns how many were added.
@@ -77,8 +82,21 @@ PrepareResult prepare_text_files(const std::vector<std::string>& inputs,
                         "); give the validation shard its own name");
     }
   }
-  // Every input is checked before any is read, so a typo in the last name fails at once.
-  for (const auto& path : inputs) check_readable(path);
+  // Every input is checked before any is read, so a typo in the last name fails at once; and
+  // inputs that cannot fit one shard are refused before gigabytes are tokenized.
+  int64_t total_bytes = 0;
+  for (const auto& path : inputs) {
+    const int64_t bytes = check_readable(path);
+    total_bytes = add_if_fits(total_bytes, bytes).value_or(INT64_MAX);
+  }
+  // The larger of the two shards must fit one .bin header's count.
+  const double largest_fraction = split ? std::max(val_fraction, 1.0 - val_fraction) : 1.0;
+  if (static_cast<double>(total_bytes) * largest_fraction > kMaxShardTokens) {
+    throw ConfigError("zero prepare: the inputs hold " + std::to_string(total_bytes) +
+                      " bytes (one token each), more than one .bin shard can count (" +
+                      std::to_string(kMaxShardTokens) +
+                      "); prepare the files in several groups, one shard each");
+  }
 
   const ByteTokenizer tokenizer;
   PrepareResult result;

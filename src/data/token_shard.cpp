@@ -1,10 +1,7 @@
 // TokenShard: open (mmap + validation), window copies, and the atomic shard writer.
 #include "data/token_shard.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -15,6 +12,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 
 namespace zero::data {
 namespace {
@@ -97,33 +95,24 @@ TokenShard TokenShard::open(const std::string& path, int64_t vocab_size) {
     throw ConfigError("opening token shard " + path + ": the vocabulary size must be >= 1, got " +
                       std::to_string(vocab_size));
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FileError(system_error(path, "cannot open token shard"));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const std::string message = system_error(path, "cannot stat token shard");
-    ::close(fd);
-    throw FileError(message);
+  // Only a regular file: open() of a FIFO (`--data some_pipe`) would block until a writer
+  // appears, and a device has no size to check the header against.
+  const io::InputFile input = io::open_regular_file(path, "the token shard");
+  if (input.size() > static_cast<uint64_t>(INT64_MAX) || input.size() > SIZE_MAX) {
+    throw FileError(path + ": the token shard is too large to map on this machine");
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw FileError(path + ": not a regular file; expected an llm.c .bin token shard");
-  }
-  const auto file_size = static_cast<int64_t>(st.st_size);
+  const auto file_size = static_cast<int64_t>(input.size());
   if (file_size < kShardHeaderBytes) {
-    ::close(fd);
     throw FileError(path + ": " + std::to_string(file_size) + " bytes is shorter than the " +
                     "1024-byte .bin header (truncated, or not a token shard)");
   }
   auto mapping = std::make_shared<Mapping>();
   mapping->length = static_cast<size_t>(file_size);
-  mapping->address = ::mmap(nullptr, mapping->length, PROT_READ, MAP_PRIVATE, fd, 0);
+  mapping->address = ::mmap(nullptr, mapping->length, PROT_READ, MAP_PRIVATE, input.fd(), 0);
   if (mapping->address == MAP_FAILED) {
-    const std::string message = system_error(path, "cannot map token shard");
-    ::close(fd);
-    throw FileError(message);
+    throw FileError(system_error(path, "cannot map token shard"));
   }
-  ::close(fd);  // the mapping keeps the file's pages reachable
+  // The mapping keeps the file's pages reachable after `input` closes the descriptor.
 
   const auto* header = static_cast<const int32_t*>(mapping->address);
   TokenShard shard;
@@ -136,6 +125,7 @@ TokenShard TokenShard::open(const std::string& path, int64_t vocab_size) {
     throw FileError(path + ": the header's token count is negative (" + std::to_string(count) +
                     "); the file is corrupt");
   }
+  // count < 2^31 (an int32 in the header) and token_bytes <= 4: neither product can overflow.
   if (count * token_bytes != payload) {
     const int64_t expected = kShardHeaderBytes + count * token_bytes;
     const bool truncated = expected > file_size;

@@ -73,9 +73,19 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   // 16-bit training stores activations in 16 bits too (DeepSpeed runs the converted model).
   const sharding::Precision precision = resolve_precision(settings_);
   if (precision.mixed()) model_->set_activation_dtype(precision.param);
+  if (!(settings_.gradient_predivide_factor > 0.0) ||
+      !std::isfinite(settings_.gradient_predivide_factor)) {
+    throw ConfigError("gradient_predivide_factor must be a finite number > 0, got " +
+                      std::to_string(settings_.gradient_predivide_factor));
+  }
+  // DeepSpeed's gradient averaging split: prescale_gradients divides by the world size before
+  // communicating; otherwise gradient_predivide_factor divides before and the rest follows.
+  const double gradient_prescale = settings_.prescale_gradients
+                                       ? 1.0 / static_cast<double>(comm_.world_size())
+                                       : 1.0 / settings_.gradient_predivide_factor;
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
-                                                precision);
+                                                precision, gradient_prescale);
   optimizer_->init_state(model_->backend(), zero_->update_numel(), zero_->precision().states);
   schedule_ = optim::LrSchedule::create({settings_.scheduler_type, settings_.scheduler_params},
                                         optimizer_->base_lr(), "scheduler");

@@ -13,6 +13,8 @@ EngineSettings settings_from_config(const config::DeepSpeedConfig& config, const
   s.gradient_clipping = config.gradient_clipping;
   s.steps_per_print = config.steps_per_print;
   s.wall_clock_breakdown = config.wall_clock_breakdown;
+  s.prescale_gradients = config.prescale_gradients;
+  s.gradient_predivide_factor = config.gradient_predivide_factor;
   if (config.optimizer) {
     s.optimizer_type = config.optimizer->type;
     s.optimizer_params = config.optimizer->params;

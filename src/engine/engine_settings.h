@@ -22,6 +22,11 @@ struct EngineSettings {
   double gradient_clipping = 1.0;        // max global gradient norm; 0 disables
   int64_t steps_per_print = 10;
   bool wall_clock_breakdown = false;
+  // Gradient averaging across ranks (DeepSpeed's keys): prescale_gradients divides by the world
+  // size before communicating; otherwise gradients are divided by gradient_predivide_factor
+  // before and the rest of the average is applied after. Same mean; different 16-bit ranges.
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
   std::string optimizer_type = "AdamW";  // DeepSpeed spelling
   nlohmann::json optimizer_params = nlohmann::json::object();
   std::string scheduler_type;            // empty: constant learning rate

@@ -10,11 +10,12 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/bounded_json.h"
+#include "io/input_file.h"
 
 namespace zero::io {
 namespace {
@@ -27,6 +28,9 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 // Headers beyond this are certainly corrupt (real ones are kilobytes to a few megabytes), and
 // refusing them keeps a garbage length from making us parse gigabytes of tensor data as JSON.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+// More dimensions than any tensor format uses (PyTorch allows 64); keeps a header of a
+// million-entry shape from being taken for a tensor.
+constexpr size_t kMaxRank = 64;
 
 // Owns the read-only mapping; tensors borrowed from the file share it through a shared_ptr.
 struct Mapping {
@@ -49,32 +53,14 @@ std::string known_dtypes() {
   return out;
 }
 
-// Parses the header text. nlohmann silently keeps the last of two equal keys, which would hide
-// a corrupt or hand-edited header, so a parser callback tracks the keys of every open object.
+// Parses the header text: depth-limited (a deeply nested __metadata__ value is refused while
+// parsing) and with duplicate keys refused (nlohmann silently keeps the last of two equal keys,
+// which would hide a corrupt or hand-edited header).
 Json parse_header(const std::string& path, const uint8_t* begin, const uint8_t* end) {
-  std::vector<std::set<std::string>> open_objects;
-  const Json::parser_callback_t detect_duplicates = [&](int /*depth*/, Json::parse_event_t event,
-                                                        Json& parsed) {
-    if (event == Json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == Json::parse_event_t::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == Json::parse_event_t::key && !open_objects.empty()) {
-      const std::string key = parsed.get<std::string>();
-      if (!open_objects.back().insert(key).second) {
-        throw FileError(path + ": header has the key \"" + key +
-                        "\" twice in one object (corrupt file; rewrite it with a safetensors "
-                        "writer)");
-      }
-    }
-    return true;
-  };
-  try {
-    return Json::parse(begin, end, detect_duplicates);
-  } catch (const Json::exception& e) {
-    throw FileError(path + ": header is not valid JSON (" + e.what() +
-                    "); the file is corrupt or not a safetensors file");
-  }
+  const std::string_view text(reinterpret_cast<const char*>(begin),
+                              static_cast<size_t>(end - begin));
+  return parse_json_bounded(text, path, "the safetensors header", kMaxJsonDepth,
+                            /*reject_duplicate_keys=*/true);
 }
 
 uint64_t read_offset(const Json& value, const std::string& where) {
@@ -82,7 +68,8 @@ uint64_t read_offset(const Json& value, const std::string& where) {
   if (value.is_number_integer() && value.get<int64_t>() >= 0) {
     return static_cast<uint64_t>(value.get<int64_t>());
   }
-  throw FileError(where + ": data_offsets must be two non-negative integers, got " + value.dump());
+  throw FileError(where + ": data_offsets must be two non-negative integers, got " +
+                  json_excerpt(value));
 }
 
 // Validates one header entry against the data buffer (`data_size` bytes).
@@ -91,7 +78,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   const std::string where = path + ": tensor '" + name + "'";
   if (!value.is_object()) {
     throw FileError(where + ": header entry must be an object with dtype, shape and "
-                    "data_offsets, got " + value.dump());
+                    "data_offsets, got " + json_excerpt(value));
   }
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
     if (!value.contains(key)) throw FileError(where + ": header entry has no \"" + key + "\"");
@@ -101,35 +88,49 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
 
   const Json& dtype = value.at("dtype");
   if (!dtype.is_string() || !dtype_from_safetensors(dtype.get<std::string>(), &entry.dtype)) {
-    throw FileError(where + ": unknown dtype " + dtype.dump() + " (known: " + known_dtypes() +
+    throw FileError(where + ": unknown dtype " + json_excerpt(dtype) +
+                    " (known: " + known_dtypes() +
                     "); convert the tensor to one of these");
   }
 
   const Json& shape = value.at("shape");
   if (!shape.is_array()) {
     throw FileError(where + ": shape must be a list of non-negative integers, got " +
-                    shape.dump());
+                    json_excerpt(shape));
   }
-  // numel is computed with overflow checks: a wrapped product could match a tiny byte range
-  // and hand out a view far larger than the file.
-  uint64_t numel = 1;
+  // The element count is computed with overflow checks, over the non-zero dimensions as
+  // shape_numel does: a wrapped product could match a tiny byte range and hand out a view far
+  // larger than the file, and a [2^62, 4, 0] shape would still overflow its strides.
+  if (shape.size() > kMaxRank) {
+    throw FileError(where + ": shape has " + std::to_string(shape.size()) +
+                    " dimensions; at most " + std::to_string(kMaxRank) + " are supported");
+  }
+  int64_t extent = 1;
+  bool has_zero = false;
   bool overflow = false;
   for (const Json& dim : shape) {
-    const bool non_negative =
-        dim.is_number_unsigned() || (dim.is_number_integer() && dim.get<int64_t>() >= 0);
-    if (!non_negative || dim.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    const bool in_range = (dim.is_number_unsigned() &&
+                           dim.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) ||
+                          (dim.is_number_integer() && dim.get<int64_t>() >= 0);
+    if (!in_range) {
       throw FileError(where + ": shape must be a list of non-negative integers, got " +
-                      shape.dump());
+                      json_excerpt(shape));
     }
-    entry.shape.push_back(dim.get<int64_t>());
-    overflow = overflow || __builtin_mul_overflow(numel, dim.get<uint64_t>(), &numel);
+    const auto size = dim.get<int64_t>();
+    entry.shape.push_back(size);
+    if (size == 0) {
+      has_zero = true;
+      continue;
+    }
+    overflow = overflow || __builtin_mul_overflow(extent, size, &extent);
   }
+  const uint64_t numel = has_zero ? 0 : static_cast<uint64_t>(extent);
   uint64_t expected = 0;
   overflow = overflow || __builtin_mul_overflow(numel, dtype_size(entry.dtype), &expected);
 
   const Json& offsets = value.at("data_offsets");
   if (!offsets.is_array() || offsets.size() != 2) {
-    throw FileError(where + ": data_offsets must be [begin, end], got " + offsets.dump());
+    throw FileError(where + ": data_offsets must be [begin, end], got " + json_excerpt(offsets));
   }
   entry.data_begin = read_offset(offsets[0], where);
   entry.data_end = read_offset(offsets[1], where);
@@ -146,7 +147,8 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   if (overflow || held != expected) {
     throw FileError(where + ": holds " + std::to_string(held) + " bytes but " +
                     dtype.get<std::string>() + shape_to_string(entry.shape) + " needs " +
-                    (overflow ? std::string("more than 2^64") : std::to_string(expected)) +
+                    (overflow ? std::string("more than 2^63 elements or 2^64 bytes")
+                              : std::to_string(expected)) +
                     "; the header contradicts itself");
   }
   return entry;
@@ -208,28 +210,22 @@ std::vector<std::string> close_names(const std::vector<SafetensorsEntry>& entrie
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FileError(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int saved = errno;
-    ::close(fd);
-    throw FileError(path + ": cannot stat: " + std::strerror(saved));
-  }
-  const auto file_size = static_cast<uint64_t>(st.st_size);
+  // Only a regular file: open() of a FIFO would block, a device has no size to map.
+  const InputFile input = open_regular_file(path, "the safetensors file");
+  const uint64_t file_size = input.size();
   if (file_size < 8) {
-    ::close(fd);
     throw FileError(path + ": file is " + std::to_string(file_size) +
                     " bytes, too short for a safetensors header (truncated or empty file)");
+  }
+  if (file_size > static_cast<uint64_t>(SIZE_MAX)) {
+    throw FileError(path + ": file is too large to map on this machine");
   }
   auto mapping = std::make_shared<Mapping>();
   mapping->length = static_cast<size_t>(file_size);
   // MAP_PRIVATE + PROT_READ: views are read-only; nothing we do can reach the file.
-  mapping->address = ::mmap(nullptr, mapping->length, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int mmap_errno = errno;
-  ::close(fd);
+  mapping->address = ::mmap(nullptr, mapping->length, PROT_READ, MAP_PRIVATE, input.fd(), 0);
   if (mapping->address == MAP_FAILED) {
-    throw FileError(path + ": mmap failed: " + std::strerror(mmap_errno));
+    throw FileError(path + ": mmap failed: " + std::strerror(errno));
   }
   const auto* bytes = static_cast<const uint8_t*>(mapping->address);
 
@@ -260,12 +256,13 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       continue;
     }
     if (!value.is_object()) {
-      throw FileError(path + ": __metadata__ must be an object of strings, got " + value.dump());
+      throw FileError(path + ": __metadata__ must be an object of strings, got " +
+                      json_excerpt(value));
     }
     for (const auto& [key, text] : value.items()) {
       if (!text.is_string()) {
         throw FileError(path + ": __metadata__[\"" + key + "\"] must be a string, got " +
-                        text.dump());
+                        json_excerpt(text));
       }
       file.metadata_[key] = text.get<std::string>();
     }

@@ -1,15 +1,18 @@
 #include "model/hf_checkpoint.h"
 
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <set>
+#include <cmath>
 #include <cstring>
-#include <sstream>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
 
 #include "core/error.h"
+#include "core/finite_check.h"
 #include "core/host_convert.h"
 #include "io/atomic_file.h"
+#include "io/bounded_json.h"
+#include "io/input_file.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
 #include "model/transformer_builder.h"
@@ -24,9 +27,9 @@ class WeightIndex {
   explicit WeightIndex(const std::string& dir) {
     const fs::path single = fs::path(dir) / "model.safetensors";
     const fs::path index = fs::path(dir) / "model.safetensors.index.json";
-    if (fs::exists(single)) {
+    if (exists(single)) {
       add_file(single.string());
-    } else if (fs::exists(index)) {
+    } else if (exists(index)) {
       read_index(index.string());
     } else {
       throw FileError(dir + ": no model.safetensors or model.safetensors.index.json found (zero.cpp "
@@ -66,21 +69,27 @@ class WeightIndex {
   }
 
   void read_index(const std::string& path) {
-    std::ifstream in(path);
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw FileError(path + ": not valid JSON (" + e.what() + ")");
-    }
-    if (!json.contains("weight_map") || !json["weight_map"].is_object()) {
+    const nlohmann::json json =
+        io::read_json_file(path, "the sharded checkpoint index", io::kMaxWeightIndexBytes);
+    if (!json.is_object() || !json.contains("weight_map") || !json["weight_map"].is_object()) {
       throw FileError(path + ": missing the 'weight_map' object of a sharded checkpoint index");
     }
     const fs::path dir = fs::path(path).parent_path();
     for (const auto& [name, file] : json["weight_map"].items()) {
-      if (!file.is_string()) throw FileError(path + ": weight_map[\"" + name + "\"] is not a file name");
-      const std::string shard = (dir / file.get<std::string>()).string();
-      if (!fs::exists(shard)) {
+      if (!file.is_string()) {
+        throw FileError(path + ": weight_map[\"" + name + "\"] must be a file name, got " +
+                        io::json_excerpt(file));
+      }
+      const std::string shard_name = file.get<std::string>();
+      // Shards sit next to the index (as transformers writes them); a path that leaves the
+      // folder is a corrupt or hostile index, not a layout to follow.
+      if (shard_name.empty() || shard_name.find('/') != std::string::npos ||
+          shard_name == "." || shard_name == "..") {
+        throw FileError(path + ": weight_map[\"" + name + "\"] is \"" + shard_name +
+                        "\"; it must be the name of a shard file in the same folder");
+      }
+      const std::string shard = (dir / shard_name).string();
+      if (!exists(shard)) {
         throw FileError(path + ": shard " + shard + " listed for tensor \"" + name + "\" does not exist");
       }
       add_file(shard);
@@ -89,6 +98,13 @@ class WeightIndex {
                         " but that file does not contain it");
       }
     }
+  }
+
+  // Whether `path` names anything (without throwing for unreadable parents or long names; the
+  // open that follows reports those with the path).
+  static bool exists(const fs::path& path) {
+    std::error_code ignored;
+    return fs::exists(path, ignored);
   }
 
   std::map<std::string, io::SafetensorsFile> files_;
@@ -129,6 +145,51 @@ bool is_known_buffer(const std::string& name) {
   return false;
 }
 
+// "inf", "-inf" or "nan": the non-finite element `index` of a host tensor.
+std::string non_finite_kind(const Tensor& host, int64_t index) {
+  const char* at = static_cast<const char*>(host.raw_data()) +
+                   static_cast<size_t>(index) * host.element_size();
+  double value = 0;
+  switch (host.dtype()) {
+    case DType::kF64: std::memcpy(&value, at, sizeof(double)); break;
+    case DType::kF32: {
+      float f = 0;
+      std::memcpy(&f, at, sizeof(float));
+      value = f;
+      break;
+    }
+    default: {
+      // 16-bit floats: all exponent bits set; a zero mantissa is an infinity.
+      uint16_t bits = 0;
+      std::memcpy(&bits, at, sizeof(bits));
+      const uint16_t mantissa = host.dtype() == DType::kBF16 ? 0x007F : 0x03FF;
+      if ((bits & mantissa) != 0) return "nan";
+      return (bits & 0x8000) != 0 ? "-inf" : "inf";
+    }
+  }
+  if (std::isnan(value)) return "nan";
+  return value < 0 ? "-inf" : "inf";
+}
+
+// Throws FileError naming the file, the tensor and the first Inf/NaN element of `host` (the
+// tensor as stored, or converted to the parameter dtype): weights like that would train to "the
+// training loss became nan" with no hint of where it came from.
+void reject_non_finite(const std::string& file, const std::string& name, const Tensor& host,
+                       DType stored_dtype) {
+  const std::optional<int64_t> bad = first_non_finite(host.raw_data(), host.dtype(), host.numel());
+  if (!bad) return;
+  const std::string where = file + ": tensor \"" + name + "\" element " + std::to_string(*bad) +
+                            " (of " + std::to_string(host.numel()) + ")";
+  if (host.dtype() == stored_dtype) {
+    throw FileError(where + " is " + non_finite_kind(host, *bad) +
+                    "; the weights are corrupt (or diverged before they were saved): "
+                    "re-download or re-convert them");
+  }
+  throw FileError(where + " is too large for " + dtype_name(host.dtype()) + " (it becomes " +
+                  non_finite_kind(host, *bad) + " converted from the file's " +
+                  dtype_name(stored_dtype) + "); load the model in a wider dtype");
+}
+
 }  // namespace
 
 void load_hf_weights(Model& model, const std::string& dir) {
@@ -153,7 +214,10 @@ void load_hf_weights(Model& model, const std::string& dir) {
       throw FileError(*path + ": tensor \"" + stored + "\" has integer dtype " +
                       dtype_name(source.dtype()) + "; parameters must be floating point");
     }
+    reject_non_finite(*path, stored, source, source.dtype());
     Tensor host = converted_host(source, model.param_dtype());
+    // A finite value can still overflow a narrower parameter dtype (1e300 in an f64 file).
+    if (host.dtype() != source.dtype()) reject_non_finite(*path, stored, host, source.dtype());
     if (p->spec.hf_layout == HfLayout::kTransposed) host = transposed_host(host);
     model.backend().copy_from_host(p->value, host.raw_data());
   }
@@ -176,10 +240,13 @@ void load_hf_weights(Model& model, const std::string& dir) {
 std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
                                      DType param_dtype) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  if (!fs::is_directory(dir)) throw FileError(dir + ": not a directory (expected a Hugging Face model folder)");
-  if (!fs::exists(config_path)) throw FileError(dir + ": no config.json in the model folder");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw FileError(dir + ": not a directory (expected a Hugging Face model folder)");
+  }
+  if (!fs::exists(config_path, ec)) throw FileError(dir + ": no config.json in the model folder");
   TransformerConfig config = TransformerConfig::from_hf_file(config_path);
-  auto model = build_transformer(config, backend, param_dtype);
+  auto model = build_transformer(config, backend, param_dtype, config_path);
   load_hf_weights(*model, dir);
   return model;
 }
@@ -189,7 +256,12 @@ void save_hf_model(Model& model, const std::string& dir, DType save_dtype) {
   if (!dtype_is_floating(save_dtype)) {
     throw ConfigError(std::string("cannot save parameters as ") + dtype_name(save_dtype));
   }
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    throw FileError(dir + ": cannot create the model folder (" + ec.message() +
+                    "); choose a writable path");
+  }
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (Parameter* p : model.parameters()) {
     Tensor host = Tensor::empty(cpu_allocator(), p->spec.shape, model.param_dtype(), MemoryCategory::kOther);

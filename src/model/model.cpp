@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/checked_math.h"
 #include "core/error.h"
 
 namespace zero::model {
@@ -25,13 +26,14 @@ void Model::finalize() {
   std::set<std::string> names;
   int64_t offset = 0;
   for (auto& unit : units_) {
-    offset = (offset + kUnitAlignment - 1) / kUnitAlignment * kUnitAlignment;
+    const std::string what = "the parameter count of the model (at unit " + unit->name() + ")";
+    offset = checked_sum(offset, kUnitAlignment - 1, what) / kUnitAlignment * kUnitAlignment;
     for (auto& p : unit->parameters()) {
       if (!names.insert(p.spec.name).second) {
         throw Error("two parameters are named \"" + p.spec.name + "\"; names must be unique");
       }
       p.flat_offset = offset;
-      offset += p.numel();
+      offset = checked_sum(offset, p.numel(), what);
     }
   }
   num_elements_ = offset;

@@ -3,16 +3,46 @@
 #include <cmath>
 #include <random>
 
+#include "core/checked_math.h"
 #include "core/error.h"
+#include "core/host_memory.h"
+#include "model/config_limits.h"
 #include "model/embedding_unit.h"
 #include "model/lm_head_unit.h"
 #include "model/transformer_block.h"
 
 namespace zero::model {
 
+namespace {
+
+// Refuses, before any unit is built or buffer allocated, a model whose parameters and gradients
+// alone exceed this machine's memory (on the CPU backend they live in host memory). Linux
+// overcommits, so allocating would "succeed" and the process be killed while zero-filling.
+void check_model_fits_memory(const TransformerConfig& config, const backend::Backend& backend,
+                             DType param_dtype, const std::string& source) {
+  if (!backend.device().is_cpu()) return;
+  const int64_t params = checked_parameter_count(config, source);
+  const std::string what = source + ": the memory for the model's parameters and gradients";
+  const int64_t bytes =
+      checked_product({params, 2, static_cast<int64_t>(dtype_size(param_dtype))}, what);
+  const HostMemory memory = host_memory();
+  if (bytes <= memory.usable_bytes()) return;
+  const ConfigKeys keys = config_keys(config.family);
+  throw ConfigError(source + ": the model has " + std::to_string(params) +
+                    " parameters; their values and gradients in " + dtype_name(param_dtype) +
+                    " alone need " + format_gib(bytes) + ", more than this machine's " +
+                    memory.describe() + ". Use a smaller model: lower " + keys.hidden_size +
+                    ", " + keys.num_layers + ", " + keys.intermediate_size + " or " +
+                    keys.vocab_size + " in config.json, or pick a smaller --model");
+}
+
+}  // namespace
+
 std::unique_ptr<Model> build_transformer(const TransformerConfig& config,
-                                         backend::Backend& backend, DType param_dtype) {
-  config.validate("model config");
+                                         backend::Backend& backend, DType param_dtype,
+                                         const std::string& source) {
+  config.validate(source);
+  check_model_fits_memory(config, backend, param_dtype, source);
   auto model = std::make_unique<Model>(backend, param_dtype);
   auto& embedding = static_cast<EmbeddingUnit&>(
       model->add_unit(std::make_unique<EmbeddingUnit>(config)));

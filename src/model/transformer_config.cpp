@@ -1,66 +1,95 @@
 #include "model/transformer_config.h"
 
-#include <fstream>
-#include <sstream>
+#include <cmath>
+#include <optional>
 
 #include "core/error.h"
+#include "io/bounded_json.h"
+#include "io/input_file.h"
+#include "model/config_limits.h"
 
 namespace zero::model {
 namespace {
 
 // Typed access to config.json keys with messages that name the file, the key and the value.
+// Sizes are read strictly (a JSON integer, or an integral number such as 768.0; never a bool, a
+// string or a fraction) and range-checked as they are read, before anything multiplies them.
 class KeyReader {
  public:
   KeyReader(const nlohmann::json& json, const std::string& source) : json_(json), source_(source) {}
 
   bool has(const char* key) const { return json_.contains(key) && !json_.at(key).is_null(); }
 
-  int64_t positive_int(const char* key) const {
+  int64_t size(const char* key, const SizeLimit& limit) const {
     if (!has(key)) fail(key, "is missing; it is required for " + architecture());
-    return positive_int_value(key, json_.at(key));
+    return size_value(key, json_.at(key), limit);
   }
-  int64_t positive_int_or(const char* key, int64_t fallback) const {
-    return has(key) ? positive_int_value(key, json_.at(key)) : fallback;
+  int64_t size_or(const char* key, int64_t fallback, const SizeLimit& limit) const {
+    return has(key) ? size_value(key, json_.at(key), limit) : fallback;
   }
   double positive_number_or(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const auto& value = json_.at(key);
-    if (!value.is_number() || value.get<double>() <= 0.0) {
-      fail(key, "must be a positive number, got " + value.dump());
+    if (!value.is_number() || !(value.get<double>() > 0.0) ||
+        !std::isfinite(value.get<double>())) {
+      fail(key, "must be a positive number, got " + io::json_excerpt(value));
     }
     return value.get<double>();
   }
   bool boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     const auto& value = json_.at(key);
-    if (!value.is_boolean()) fail(key, "must be true or false, got " + value.dump());
+    if (!value.is_boolean()) fail(key, "must be true or false, got " + io::json_excerpt(value));
     return value.get<bool>();
   }
   std::string string_or(const char* key, const std::string& fallback) const {
     if (!has(key)) return fallback;
     const auto& value = json_.at(key);
-    if (!value.is_string()) fail(key, "must be a string, got " + value.dump());
+    if (!value.is_string()) fail(key, "must be a string, got " + io::json_excerpt(value));
     return value.get<std::string>();
   }
   const nlohmann::json& at(const char* key) const { return json_.at(key); }
+  const std::string& source() const { return source_; }
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
     throw ConfigError(source_ + ": key '" + key + "' " + problem);
   }
   std::string architecture() const {
-    if (json_.contains("architectures") && json_["architectures"].is_array() &&
-        !json_["architectures"].empty() && json_["architectures"][0].is_string()) {
-      return json_["architectures"][0].get<std::string>();
+    const auto archs = json_.find("architectures");
+    if (archs != json_.end() && archs->is_array() && !archs->empty() &&
+        archs->front().is_string()) {
+      return archs->front().get<std::string>();
     }
-    return string_or("model_type", "this model");
+    const auto type = json_.find("model_type");
+    if (type != json_.end() && type->is_string()) return type->get<std::string>();
+    return "this model";
   }
 
  private:
-  int64_t positive_int_value(const char* key, const nlohmann::json& value) const {
-    if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
-      fail(key, "must be a positive integer, got " + value.dump());
+  int64_t size_value(const char* key, const nlohmann::json& value, const SizeLimit& limit) const {
+    const std::optional<int64_t> whole = whole_number(value);
+    if (!whole) fail(key, "must be a positive integer, got " + io::json_excerpt(value));
+    if (*whole < 1 || *whole > limit.max) {
+      throw_out_of_range(source_, key, io::json_excerpt(value), limit.max, limit.reason);
     }
-    return value.get<int64_t>();
+    return *whole;
+  }
+
+  // The integer `value` holds; INT64_MAX stands in for integers beyond int64 (out of range for
+  // every size); nothing for non-numbers and fractions.
+  static std::optional<int64_t> whole_number(const nlohmann::json& value) {
+    if (value.is_number_unsigned()) {
+      const auto u = value.get<uint64_t>();
+      return u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+    }
+    if (value.is_number_integer()) return value.get<int64_t>();
+    if (!value.is_number_float()) return std::nullopt;
+    const double d = value.get<double>();
+    if (d != std::floor(d)) return std::nullopt;
+    // 2^63 is the first double that does not convert to int64.
+    if (d >= 9223372036854775808.0) return INT64_MAX;
+    if (d < -9223372036854775808.0) return INT64_MIN;
+    return static_cast<int64_t>(d);
   }
 
   const nlohmann::json& json_;
@@ -70,18 +99,19 @@ class KeyReader {
 void read_gpt2(const KeyReader& keys, TransformerConfig& config) {
   config.family = ModelFamily::kGpt2;
   config.architecture = "GPT2LMHeadModel";
-  config.vocab_size = keys.positive_int("vocab_size");
-  config.hidden_size = keys.positive_int("n_embd");
-  config.num_layers = keys.positive_int("n_layer");
-  config.num_heads = keys.positive_int("n_head");
+  config.vocab_size = keys.size("vocab_size", kVocabSizeLimit);
+  config.hidden_size = keys.size("n_embd", kHiddenSizeLimit);
+  config.num_layers = keys.size("n_layer", kLayersLimit);
+  config.num_heads = keys.size("n_head", {config.hidden_size, "at most one head per channel"});
   config.num_kv_heads = config.num_heads;
   if (config.hidden_size % config.num_heads != 0) {
     keys.fail("n_head", "(" + std::to_string(config.num_heads) + ") must divide n_embd (" +
                             std::to_string(config.hidden_size) + ")");
   }
   config.head_dim = config.hidden_size / config.num_heads;
-  config.intermediate_size = keys.positive_int_or("n_inner", 4 * config.hidden_size);
-  config.max_position_embeddings = keys.positive_int("n_positions");
+  config.intermediate_size = keys.size_or("n_inner", 4 * config.hidden_size,
+                                          kIntermediateSizeLimit);
+  config.max_position_embeddings = keys.size("n_positions", kPositionsLimit);
   config.norm_eps = keys.positive_number_or("layer_norm_epsilon", 1e-5);
   config.norm = NormKind::kLayerNorm;
   config.mlp = MlpKind::kGeluTanh;
@@ -112,19 +142,20 @@ double read_rope_theta(const KeyReader& keys) {
     if (!params.is_object()) keys.fail("rope_parameters", "must be an object");
     if (params.contains("rope_type") && params["rope_type"] != "default") {
       keys.fail("rope_parameters.rope_type",
-                "is " + params["rope_type"].dump() +
+                "is " + io::json_excerpt(params["rope_type"]) +
                     "; only the default rotary embedding is supported (no scaling) yet");
     }
     if (params.contains("rope_theta")) {
-      if (!params["rope_theta"].is_number() || params["rope_theta"].get<double>() <= 0) {
+      if (!params["rope_theta"].is_number() || !(params["rope_theta"].get<double>() > 0) ||
+          !std::isfinite(params["rope_theta"].get<double>())) {
         keys.fail("rope_parameters.rope_theta",
-                  "must be a positive number, got " + params["rope_theta"].dump());
+                  "must be a positive number, got " + io::json_excerpt(params["rope_theta"]));
       }
       return params["rope_theta"].get<double>();
     }
   }
   if (keys.has("rope_scaling")) {
-    keys.fail("rope_scaling", "is set (" + keys.at("rope_scaling").dump() +
+    keys.fail("rope_scaling", "is set (" + io::json_excerpt(keys.at("rope_scaling")) +
                                   "); scaled rotary embeddings are not supported yet");
   }
   return keys.positive_number_or("rope_theta", 10000.0);
@@ -132,20 +163,23 @@ double read_rope_theta(const KeyReader& keys) {
 
 void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFamily family) {
   config.family = family;
-  config.vocab_size = keys.positive_int("vocab_size");
-  config.hidden_size = keys.positive_int("hidden_size");
-  config.num_layers = keys.positive_int("num_hidden_layers");
-  config.num_heads = keys.positive_int("num_attention_heads");
-  config.num_kv_heads = keys.positive_int_or("num_key_value_heads", config.num_heads);
+  config.vocab_size = keys.size("vocab_size", kVocabSizeLimit);
+  config.hidden_size = keys.size("hidden_size", kHiddenSizeLimit);
+  config.num_layers = keys.size("num_hidden_layers", kLayersLimit);
+  config.num_heads =
+      keys.size("num_attention_heads", {config.hidden_size, "at most one head per channel"});
+  config.num_kv_heads = keys.size_or("num_key_value_heads", config.num_heads,
+                                     {config.num_heads, "at most one per attention head"});
   if (!keys.has("head_dim") && config.hidden_size % config.num_heads != 0) {
     keys.fail("num_attention_heads", "(" + std::to_string(config.num_heads) +
                                          ") must divide hidden_size (" +
                                          std::to_string(config.hidden_size) +
                                          ") when head_dim is not given");
   }
-  config.head_dim = keys.positive_int_or("head_dim", config.hidden_size / config.num_heads);
-  config.intermediate_size = keys.positive_int("intermediate_size");
-  config.max_position_embeddings = keys.positive_int("max_position_embeddings");
+  config.head_dim =
+      keys.size_or("head_dim", config.hidden_size / config.num_heads, kHeadDimLimit);
+  config.intermediate_size = keys.size("intermediate_size", kIntermediateSizeLimit);
+  config.max_position_embeddings = keys.size("max_position_embeddings", kPositionsLimit);
   config.norm_eps = keys.positive_number_or("rms_norm_eps", 1e-6);
   config.norm = NormKind::kRmsNorm;
   config.norm_bias = false;
@@ -155,9 +189,7 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
   config.tie_word_embeddings = keys.boolean_or("tie_word_embeddings", false);
   const std::string act = keys.string_or("hidden_act", "silu");
   if (act != "silu") keys.fail("hidden_act", "is \"" + act + "\"; only \"silu\" is supported");
-  if (keys.has("pretraining_tp") && keys.positive_int_or("pretraining_tp", 1) != 1) {
-    keys.fail("pretraining_tp", "must be 1 (tensor-parallel pretraining slices are not supported)");
-  }
+  keys.size_or("pretraining_tp", 1, {1, "tensor-parallel pretraining slices are not supported"});
   if (keys.has("layer_types")) {
     // transformers >= 5 lists each layer's attention; per-layer sliding windows (Qwen2's
     // max_window_layers, Gemma-style alternation) are not supported, a uniform window is.
@@ -166,7 +198,7 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
     for (const auto& t : types) {
       if (t == "full_attention") continue;
       if (t == "sliding_attention" && family == ModelFamily::kMistral) continue;
-      keys.fail("layer_types", "contains " + t.dump() +
+      keys.fail("layer_types", "contains " + io::json_excerpt(t) +
                                    "; only full attention (or Mistral's uniform sliding window) is "
                                    "supported");
     }
@@ -185,7 +217,7 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
     case ModelFamily::kMistral:
       config.architecture = "MistralForCausalLM";
       config.qkv_bias = config.attn_out_bias = config.mlp_bias = false;
-      config.sliding_window = keys.has("sliding_window") ? keys.positive_int_or("sliding_window", 0) : 0;
+      config.sliding_window = keys.size_or("sliding_window", 0, kSlidingWindowLimit);
       break;
     default:
       config.architecture = "LlamaForCausalLM";
@@ -220,7 +252,9 @@ TransformerConfig TransformerConfig::from_hf_json(const nlohmann::json& json,
   if (json.contains("architectures")) {
     const auto& archs = json["architectures"];
     if (!archs.is_array() || archs.size() != 1 || !archs[0].is_string()) {
-      keys.fail("architectures", "must be a list with one class name, got " + archs.dump());
+      keys.fail("architectures", "must be a list with one class name such as "
+                                 "[\"LlamaForCausalLM\"], got " + io::json_excerpt(archs) +
+                                 " (supported: " + supported_architectures() + ")");
     }
     architecture = archs[0].get<std::string>();
   }
@@ -249,15 +283,10 @@ TransformerConfig TransformerConfig::from_hf_json(const nlohmann::json& json,
 }
 
 TransformerConfig TransformerConfig::from_hf_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw FileError(path + ": cannot open the model's config.json");
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path + ": not valid JSON (" + e.what() + ")");
-  }
-  return from_hf_json(json, path);
+  // A regular file of at most kMaxConfigBytes, nested at most kMaxJsonDepth levels: a FIFO, a
+  // multi-megabyte file or a 200,000-level value in an unused key is a FileError naming it.
+  return from_hf_json(io::read_json_file(path, "the model's config.json", io::kMaxConfigBytes),
+                      path);
 }
 
 nlohmann::json TransformerConfig::to_hf_json() const {
@@ -303,35 +332,22 @@ void TransformerConfig::validate(const std::string& source) const {
   auto require = [&](bool ok, const std::string& what) {
     if (!ok) throw ConfigError(source + ": " + what);
   };
-  require(vocab_size > 0 && hidden_size > 0 && num_layers > 0 && num_heads > 0 &&
-              num_kv_heads > 0 && head_dim > 0 && intermediate_size > 0 &&
-              max_position_embeddings > 0,
-          "every size (vocab, hidden, layers, heads, head_dim, intermediate, positions) must be > 0");
+  // Every size in range and every product of sizes countable, before anything below divides
+  // or multiplies them (and before a builder allocates by them).
+  check_config_sizes(*this, source);
   require(num_heads % num_kv_heads == 0,
           "num_attention_heads (" + std::to_string(num_heads) +
               ") must be a multiple of num_key_value_heads (" + std::to_string(num_kv_heads) + ")");
   require(learned_positions || head_dim % 2 == 0,
           "head_dim (" + std::to_string(head_dim) + ") must be even for rotary embeddings");
-  require(learned_positions || rope_theta > 0.0, "rope_theta must be positive");
-  require(norm_eps > 0.0, "the normalisation epsilon must be positive");
-  require(sliding_window >= 0, "sliding_window must be >= 0");
+  require(learned_positions || (rope_theta > 0.0 && std::isfinite(rope_theta)),
+          "rope_theta must be a positive number");
+  require(norm_eps > 0.0 && std::isfinite(norm_eps),
+          "the normalisation epsilon must be a positive number");
 }
 
 int64_t TransformerConfig::num_parameters() const {
-  const int64_t c = hidden_size;
-  const int64_t norm_params = norm_bias ? 2 * c : c;
-  int64_t block = 2 * norm_params;
-  block += c * (q_dim() + 2 * kv_dim()) + (qkv_bias ? q_dim() + 2 * kv_dim() : 0);
-  block += q_dim() * c + (attn_out_bias ? c : 0);
-  if (mlp == MlpKind::kSwiGlu) {
-    block += 3 * c * intermediate_size + (mlp_bias ? 2 * intermediate_size + c : 0);
-  } else {
-    block += 2 * c * intermediate_size + (mlp_bias ? intermediate_size + c : 0);
-  }
-  int64_t total = num_layers * block + vocab_size * c + norm_params;
-  if (learned_positions) total += max_position_embeddings * c;
-  if (!tie_word_embeddings) total += vocab_size * c;
-  return total;
+  return checked_parameter_count(*this, "model config");
 }
 
 namespace {

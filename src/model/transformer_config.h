@@ -45,15 +45,19 @@ struct TransformerConfig {
 
   // Parses a Hugging Face config.json object. `source` names the file in error messages.
   static TransformerConfig from_hf_json(const nlohmann::json& json, const std::string& source);
-  // Reads and parses a config.json file (throws FileError / ConfigError naming the path).
+  // Reads and parses a config.json file (throws FileError / ConfigError naming the path): only a
+  // regular file of at most io::kMaxConfigBytes, nested at most io::kMaxJsonDepth levels.
   static TransformerConfig from_hf_file(const std::string& path);
   // The Hugging Face config.json for this model.
   nlohmann::json to_hf_json() const;
 
-  // Throws ConfigError if fields contradict each other (heads not dividing, sizes <= 0, ...).
+  // Throws ConfigError if a size is outside its limit (model/config_limits.h: vocab_size up to
+  // 2^31 - 1, hidden size 2^20, 10,000 layers, ...), a product of sizes overflows, or fields
+  // contradict each other (heads not dividing, ...). Messages name `source` and the key.
   void validate(const std::string& source) const;
-  // Parameters of the model, counting a tied embedding once.
+  // Parameters of the model, counting a tied embedding once (overflow-checked: ConfigError).
   int64_t num_parameters() const;
+  // Products of sizes validate() has checked: they fit int64 for any validated config.
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };

@@ -59,14 +59,16 @@ void unpack_unit_shards(backend::Backend& backend, const PartitionLayout& layout
 
 GradientReducer::GradientReducer(backend::Backend& backend, comm::Comm& comm,
                                  const PartitionLayout& layout, int64_t bucket_elements,
-                                 bool overlap, DType comm_dtype, ExposedCommTime& exposed)
+                                 bool overlap, DType comm_dtype, ExposedCommTime& exposed,
+                                 ReductionOptions options)
     : backend_(backend),
       comm_(comm),
       layout_(layout),
       bucket_elements_(std::max<int64_t>(bucket_elements, 1)),
       overlap_(overlap),
       comm_dtype_(comm_dtype),
-      exposed_(exposed) {}
+      exposed_(exposed),
+      options_(options) {}
 
 void GradientReducer::add(size_t u, const Tensor& unit_grad, Tensor& partition_grads) {
   // Buckets are runs of consecutive units (their shards are adjacent in the partition).
@@ -88,8 +90,24 @@ void GradientReducer::launch(Tensor& partition_grads) {
   pack_unit_shards(backend_, layout_, first, last, sources, op.staging);
   open_.clear();
   open_elements_ = 0;
-  op.output = backend_.empty({chunk}, comm_dtype_, MemoryCategory::kComm);
+  if (options_.prescale != 1.0) backend_.scale(op.staging, options_.prescale);
   op.partition_offset = layout_.unit(first).partition_offset;
+  if (!options_.reduce_scatter) {
+    // The whole bucket is summed on every rank; this rank's slice is its rank-major chunk.
+    op.output = op.staging.view(chunk * layout_.rank(), {chunk});
+    if (overlap_) {
+      op.work = comm_.all_reduce_async(op.staging, comm::ReduceOp::kSum);
+      in_flight_.push_back(std::move(op));
+    } else {
+      {
+        ExposedScope blocked(exposed_);
+        comm_.all_reduce(op.staging, comm::ReduceOp::kSum);
+      }
+      complete(op, partition_grads);
+    }
+    return;
+  }
+  op.output = backend_.empty({chunk}, comm_dtype_, MemoryCategory::kComm);
   if (overlap_) {
     op.work = comm_.reduce_scatter_async(op.staging, op.output, comm::ReduceOp::kSum);
     in_flight_.push_back(std::move(op));

@@ -18,6 +18,19 @@
 
 namespace zero::sharding {
 
+// How gradients travel (DeepSpeed's zero_optimization.reduce_scatter and the top-level
+// prescale_gradients / gradient_predivide_factor).
+struct ReductionOptions {
+  // false: each bucket is all-reduced whole and every rank keeps its own slice (DeepSpeed's
+  // reduce_scatter: false). Moves more data; the sums are the same (MpiComm reduces in rank
+  // order either way).
+  bool reduce_scatter = true;
+  // Factor applied to a bucket before it is communicated (1/world for prescale_gradients,
+  // 1/gradient_predivide_factor otherwise): keeps 16-bit sums in range. The caller applies the
+  // rest of the averaging afterwards.
+  double prescale = 1.0;
+};
+
 class GradientReducer {
  public:
   // `partition_grads` (partition_numel elements) receives the sums (+=). References must outlive
@@ -26,7 +39,8 @@ class GradientReducer {
   // results are added into partition_grads in its own dtype. Time blocked on communication is
   // added to `exposed`.
   GradientReducer(backend::Backend& backend, comm::Comm& comm, const PartitionLayout& layout,
-                  int64_t bucket_elements, bool overlap, DType comm_dtype, ExposedCommTime& exposed);
+                  int64_t bucket_elements, bool overlap, DType comm_dtype, ExposedCommTime& exposed,
+                  ReductionOptions options = {});
 
   // Unit `u`'s gradient is complete. `unit_grad` is contiguous, element 0 is the unit's first
   // element and it holds at least numel elements (padding beyond is ignored). The reducer keeps
@@ -53,6 +67,7 @@ class GradientReducer {
   bool overlap_;
   DType comm_dtype_;
   ExposedCommTime& exposed_;
+  ReductionOptions options_;
   // The open bucket: units in descending order as backward completes them.
   std::vector<std::pair<size_t, Tensor>> open_;
   int64_t open_elements_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 
 namespace zero::sharding {
@@ -16,9 +17,21 @@ constexpr int64_t kAllStates = 18;          // kPartitionedStates + fp16 grads
 constexpr int64_t kNvmeOptimizerStates = 12;  // fp32 master + Adam moments
 constexpr int64_t kFp32Bytes = 4;
 
+// Sizes come from files and flags (config.json, --total-params, --micro-batch), so every
+// product and sum is overflow-checked; the error names what overflowed.
+const char* const kWhat = "the memory estimate for this model, micro-batch and sequence length";
+
+int64_t mul(std::initializer_list<int64_t> factors) { return checked_product(factors, kWhat); }
+int64_t add(int64_t a, int64_t b) { return checked_sum(a, b, kWhat); }
+
 // DeepSpeed computes host bytes in floating point and truncates; so do we, so the numbers match.
 int64_t host_bytes(double params, double bytes_per_param, double buffer_factor) {
-  return static_cast<int64_t>(params * bytes_per_param * buffer_factor);
+  const double bytes = params * bytes_per_param * buffer_factor;
+  // Converting a double at or past 2^63 to int64 is undefined behaviour.
+  if (!(bytes < 9223372036854775808.0)) {
+    throw ConfigError(std::string(kWhat) + " is too large: more than 2^63 bytes of host memory");
+  }
+  return static_cast<int64_t>(bytes);
 }
 
 void validate_shape(const EstimateShape& shape) {
@@ -45,10 +58,10 @@ ModelStateMemory stage3(const EstimateShape& s, const ZeroOptions& o) {
   const double gpn = static_cast<double>(s.gpus_per_node);
   const double abf = s.additional_buffer_factor;
   const int64_t n = s.total_gpus();
-  const int64_t gathered_layer = kFp32Bytes * s.largest_layer_params;
+  const int64_t gathered_layer = mul({kFp32Bytes, s.largest_layer_params});
   ModelStateMemory m;
   if (o.offload_optimizer == OffloadDevice::kNone) {
-    m.gpu_bytes = gathered_layer + kAllStates * s.total_params / n;
+    m.gpu_bytes = add(gathered_layer, mul({kAllStates, s.total_params}) / n);
     m.cpu_bytes = o.zero_init ? host_bytes(static_cast<double>(s.largest_layer_params),
                                            kFp32Bytes * gpn, abf)
                               : host_bytes(p, kFp32Bytes * gpn, abf);
@@ -56,7 +69,7 @@ ModelStateMemory stage3(const EstimateShape& s, const ZeroOptions& o) {
   }
   const bool params_offloaded = o.offload_param != OffloadDevice::kNone;
   m.gpu_bytes = params_offloaded ? gathered_layer
-                                 : gathered_layer + kFp16Params * s.total_params / n;
+                                 : add(gathered_layer, mul({kFp16Params, s.total_params}) / n);
   const int64_t on_host_or_nvme = params_offloaded ? kAllStates : kPartitionedStates;
   int64_t on_nvme = 0;
   if (o.offload_optimizer == OffloadDevice::kNvme) on_nvme += kNvmeOptimizerStates;
@@ -65,7 +78,7 @@ ModelStateMemory stage3(const EstimateShape& s, const ZeroOptions& o) {
   // Without zero_init every process first materialises the whole fp32 model on the host.
   m.cpu_bytes = host_bytes(p, o.zero_init ? per_param_host : std::max(4.0 * gpn, per_param_host),
                            abf);
-  m.nvme_bytes = static_cast<int64_t>(p * static_cast<double>(on_nvme) * gf);
+  m.nvme_bytes = host_bytes(p, static_cast<double>(on_nvme), gf);
   return m;
 }
 
@@ -114,16 +127,20 @@ ModelStateMemory estimate_model_states(const EstimateShape& s, const ZeroOptions
   // Without offload each process loads the fp32 model on the host before moving it.
   m.cpu_bytes = host_bytes(p, kFp32Bytes * static_cast<double>(s.gpus_per_node), abf);
   if (o.offload_optimizer == OffloadDevice::kCpu) {
-    m.gpu_bytes = (o.stage == 1 ? kFp16Params + kFp16Grads : kFp16Params) * s.total_params;
+    m.gpu_bytes = mul({o.stage == 1 ? kFp16Params + kFp16Grads : kFp16Params, s.total_params});
     m.cpu_bytes = host_bytes(p, static_cast<double>(std::max<int64_t>(4 * n, 16)), abf);
     return m;
   }
   switch (o.stage) {
-    case 0: m.gpu_bytes = (kFp16Params + kAllStates) * s.total_params; break;
+    case 0: m.gpu_bytes = mul({kFp16Params + kAllStates, s.total_params}); break;
     case 1:
-      m.gpu_bytes = (kFp16Params + kFp16Grads) * s.total_params + kPartitionedStates * s.total_params / n;
+      m.gpu_bytes = add(mul({kFp16Params + kFp16Grads, s.total_params}),
+                        mul({kPartitionedStates, s.total_params}) / n);
       break;
-    default: m.gpu_bytes = kFp16Params * s.total_params + kAllStates * s.total_params / n; break;
+    default:
+      m.gpu_bytes =
+          add(mul({kFp16Params, s.total_params}), mul({kAllStates, s.total_params}) / n);
+      break;
   }
   return m;
 }
@@ -168,15 +185,17 @@ int configuration_cost(const ZeroOptions& o) {
 int64_t largest_layer_params(const model::TransformerConfig& c) {
   const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
   // The modules as Hugging Face builds them: GPT-2 fuses q, k and v into one c_attn module.
-  std::vector<int64_t> modules = {c.vocab_size * h, q * h + (c.attn_out_bias ? h : 0)};
-  if (c.learned_positions) modules.push_back(c.max_position_embeddings * h);
+  std::vector<int64_t> modules = {mul({c.vocab_size, h}),
+                                  add(mul({q, h}), c.attn_out_bias ? h : 0)};
+  if (c.learned_positions) modules.push_back(mul({c.max_position_embeddings, h}));
   if (c.family == model::ModelFamily::kGpt2) {
-    modules.push_back(h * (q + 2 * kv) + (c.qkv_bias ? q + 2 * kv : 0));
+    const int64_t qkv = add(q, mul({2, kv}));
+    modules.push_back(add(mul({h, qkv}), c.qkv_bias ? qkv : 0));
   } else {
-    modules.push_back(h * q + (c.qkv_bias ? q : 0));
+    modules.push_back(add(mul({h, q}), c.qkv_bias ? q : 0));
   }
-  modules.push_back(h * inter + (c.mlp_bias ? inter : 0));  // fc / gate / up
-  modules.push_back(inter * h + (c.mlp_bias ? h : 0));      // down / proj
+  modules.push_back(add(mul({h, inter}), c.mlp_bias ? inter : 0));  // fc / gate / up
+  modules.push_back(add(mul({inter, h}), c.mlp_bias ? h : 0));      // down / proj
   return *std::max_element(modules.begin(), modules.end());
 }
 
@@ -186,28 +205,34 @@ ActivationMemory estimate_activations(const model::TransformerConfig& c,
     throw ConfigError("activation estimate: micro-batch and sequence length must be positive, got " +
                       std::to_string(a.micro_batch) + " and " + std::to_string(a.seq_len));
   }
-  const int64_t tokens = a.micro_batch * a.seq_len;
-  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
+  const int64_t tokens = mul({a.micro_batch, a.seq_len});
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t q = mul({c.num_heads, c.head_dim}), kv = mul({c.num_kv_heads, c.head_dim});
   const int64_t heads = c.num_heads;
-  const int64_t scores = heads * a.micro_batch * a.seq_len * a.seq_len;  // a * b * s^2
   constexpr int64_t kAct = 2;  // 16-bit activations
-  int64_t per_token = 2 * kAct * h;                      // inputs of the two norms
-  per_token += kAct * h + kAct * (q + 2 * kv) + kAct * q;  // qkv input; q, k, v; out-proj input
-  per_token += kAct * h;                                   // MLP input
-  per_token += (c.mlp == model::MlpKind::kSwiGlu ? 3 : 2) * kAct * inter;
-  if (a.dropout) per_token += 2 * h;  // 1-byte masks after attention and after the MLP
-  int64_t per_layer = tokens * per_token;
+  int64_t per_token = mul({2, kAct, h});                             // inputs of the two norms
+  per_token = add(per_token, mul({kAct, h}));                        // qkv input
+  per_token = add(per_token, mul({kAct, add(q, mul({2, kv}))}));     // q, k, v
+  per_token = add(per_token, mul({kAct, q}));                        // out-proj input
+  per_token = add(per_token, mul({kAct, h}));                        // MLP input
+  per_token = add(per_token, mul({c.mlp == model::MlpKind::kSwiGlu ? 3 : 2, kAct, inter}));
+  if (a.dropout) per_token = add(per_token, mul({2, h}));  // 1-byte masks after attn and MLP
+  int64_t per_layer = mul({tokens, per_token});
   if (a.flash_attention) {
-    per_layer += 4 * heads * tokens;  // fp32 logsumexp per query row
+    per_layer = add(per_layer, mul({4, heads, tokens}));  // fp32 logsumexp per query row
   } else {
-    per_layer += kAct * scores;                  // softmax output
-    if (a.dropout) per_layer += 3 * scores;      // its mask (1 byte) and dropped copy (2 bytes)
+    const int64_t scores = mul({heads, a.micro_batch, a.seq_len, a.seq_len});  // a * b * s^2
+    per_layer = add(per_layer, mul({kAct, scores}));  // softmax output
+    // its mask (1 byte) and dropped copy (2 bytes)
+    if (a.dropout) per_layer = add(per_layer, mul({3, scores}));
   }
   ActivationMemory m;
   m.per_layer_bytes = per_layer;
-  m.layers_bytes = a.checkpointing ? c.num_layers * kAct * tokens * h + per_layer
-                                   : c.num_layers * per_layer;
-  m.logits_bytes = kFp32Bytes * tokens * c.vocab_size;
+  m.layers_bytes = a.checkpointing ? add(mul({c.num_layers, kAct, tokens, h}), per_layer)
+                                   : mul({c.num_layers, per_layer});
+  m.logits_bytes = mul({kFp32Bytes, tokens, c.vocab_size});
+  // total_bytes() adds these two: check that sum here, once.
+  add(m.layers_bytes, m.logits_bytes);
   return m;
 }
 

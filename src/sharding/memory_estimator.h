@@ -2,6 +2,8 @@
 // states (parameters, gradients, optimizer states) by DeepSpeed's own estimators, plus what
 // those estimators leave out and what makes users OOM: activations and the logits buffer for a
 // given micro-batch, sequence length and checkpointing setting. Pure arithmetic, no printing.
+// The sizes come from config.json and flags, so every product and sum is overflow-checked: a
+// count beyond int64 is a ConfigError ("... is too large"), never a wrapped byte count.
 //
 // Model states (P parameters, N = total GPUs, abf = additional_buffer_factor, gf = 1/nodes,
 // LL = 4 x largest layer's parameters, the buffer a stage-3 gather of the largest layer needs):

@@ -16,7 +16,8 @@ bool floating_storage(DType d) { return d == DType::kF32 || d == DType::kBF16 ||
 }  // namespace
 
 ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroConfig& zero,
-                     int64_t gradient_accumulation_steps, Precision precision)
+                     int64_t gradient_accumulation_steps, Precision precision,
+                     double gradient_prescale)
     : model_(model),
       backend_(model.backend()),
       comm_(comm),
@@ -24,7 +25,8 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
       stage_(static_cast<int>(zero.stage)),
       accumulation_steps_(gradient_accumulation_steps),
       layout_(model, comm.world_size(), comm.rank()),
-      precision_(precision) {
+      precision_(precision),
+      reduction_{zero.reduce_scatter, comm.world_size() > 1 ? gradient_prescale : 1.0} {
   ZERO_CHECK(stage_ >= 0 && stage_ <= 3, "ZeRO stage " << stage_);
   ZERO_CHECK(model.param_dtype() == DType::kF32, "ZeRO stages compute on f32 parameters here");
   ZERO_CHECK(floating_storage(precision_.param) && floating_storage(precision_.accum) &&
@@ -93,7 +95,7 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
         backend_.zeros({layout_.partition_numel()}, precision_.accum, MemoryCategory::kGrads);
     reducer_ = std::make_unique<GradientReducer>(backend_, comm_, layout_, zero_.reduce_bucket_size,
                                                  zero_.overlap_comm_enabled(), precision_.comm,
-                                                 exposed_);
+                                                 exposed_, reduction_);
   }
   if (grads_by_unit()) {
     unit_grads_.resize(units);
@@ -220,6 +222,7 @@ double ZeroStage::reduce_gradients(double scale) {
           wire = backend_.empty({piece.numel()}, precision_.comm, MemoryCategory::kComm);
           backend_.copy(wire, piece);
         }
+        if (reduction_.prescale != 1.0) backend_.scale(wire, reduction_.prescale);
         {
           ExposedScope blocked(exposed_);
           comm_.all_reduce(wire, comm::ReduceOp::kSum);
@@ -231,7 +234,7 @@ double ZeroStage::reduce_gradients(double scale) {
     partition_grads_ =
         backend_.zeros({layout_.partition_numel()}, DType::kF32, MemoryCategory::kWorkspace);
     GradientReducer reducer(backend_, comm_, layout_, zero_.reduce_bucket_size, false,
-                            precision_.comm, exposed_);
+                            precision_.comm, exposed_, reduction_);
     Tensor& full = accumulator_.defined() ? accumulator_ : model_.flat_grads();
     for (size_t u = layout_.units().size(); u-- > 0;) {
       const UnitPartition& part = layout_.unit(u);
@@ -249,7 +252,9 @@ double ZeroStage::reduce_gradients(double scale) {
     update_grads_f32_ = backend_.empty({reduced.numel()}, DType::kF32, MemoryCategory::kWorkspace);
     backend_.copy(update_grads_f32_, reduced);
   }
-  if (scale != 1.0) backend_.scale(update_grads_f32_, scale);
+  // What the prescale before communication left of the averaging.
+  const double post_scale = scale / reduction_.prescale;
+  if (post_scale != 1.0) backend_.scale(update_grads_f32_, post_scale);
   // bf16_master_weights_and_grads: the optimizer's gradient partition is stored in bf16.
   if (precision_.master != DType::kF32) round_through(backend_, update_grads_f32_, precision_.master);
   const double local = backend_.squared_norm(update_grads_f32_);

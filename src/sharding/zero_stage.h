@@ -51,8 +51,12 @@ class ZeroStage final : public model::UnitObserver {
  public:
   // Takes over the model's storage as the stage requires (the model's current parameter values
   // become the initial partitions). `comm` is the data-parallel group; both must outlive this.
+  // `gradient_prescale` multiplies gradients before they are communicated (DeepSpeed's
+  // prescale_gradients / gradient_predivide_factor; reduce_gradients applies the rest of its
+  // scale afterwards); it has no effect on one rank, where nothing is communicated.
   ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroConfig& zero,
-            int64_t gradient_accumulation_steps, Precision precision = {});
+            int64_t gradient_accumulation_steps, Precision precision = {},
+            double gradient_prescale = 1.0);
   ~ZeroStage() override;
 
   int stage() const { return stage_; }
@@ -143,6 +147,7 @@ class ZeroStage final : public model::UnitObserver {
   Tensor param_storage_;      // 16-bit full parameters (stages 0-2) or the stage-3 partition
   std::vector<Tensor> unit_grads_;  // per-unit f32 gradient buffers during backward
   std::unique_ptr<GradientReducer> reducer_;
+  ReductionOptions reduction_;  // reduce_scatter and the prescale (1 on one rank)
   std::unique_ptr<ParameterFetcher> fetcher_;
   bool in_training_pass_ = false;
   bool poison_next_reduction_ = false;

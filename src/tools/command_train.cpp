@@ -4,14 +4,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.h"
 #include "comm/world.h"
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "engine/data_sources.h"
 #include "engine/engine_settings.h"
+#include "engine/memory_preflight.h"
 #include "engine/peak_flops.h"
 #include "engine/trainer.h"
 #include "model/hf_checkpoint.h"
@@ -21,6 +25,11 @@
 
 namespace zero::tools {
 namespace {
+
+// Limits on counts typed on the command line: far beyond any real run, small enough that
+// products with batch and sequence sizes stay inside 64-bit integers.
+constexpr int64_t kMaxCountFlag = int64_t{1} << 40;
+constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
 
 // The built-in run: what `zero train` does with no flags.
 constexpr const char* kBuiltInConfig = R"({
@@ -45,74 +54,201 @@ std::vector<std::string> split_paths(const std::string& list) {
   return out;
 }
 
+// A flag that is absent stays unset (the Trainer's default applies); a given one is parsed
+// strictly and range-checked, naming the flag.
+std::optional<double> double_flag(const ArgParser& parser, const std::string& name, double min,
+                                  double max, bool min_exclusive = false) {
+  const std::string text = parser.get(name);
+  if (text.empty()) return std::nullopt;
+  const std::optional<double> value = parse_finite_double(text);
+  const bool below = value && (min_exclusive ? *value <= min : *value < min);
+  if (!value || below || *value > max) {
+    throw ConfigError("zero train: --" + name + " must be a number " +
+                      (min_exclusive ? "> " : ">= ") + std::to_string(min) +
+                      (max < 1e300 ? " and <= " + std::to_string(max) : std::string()) +
+                      ", got \"" + text + "\"");
+  }
+  return value;
+}
+
+std::optional<int64_t> count_flag(const ArgParser& parser, const std::string& name,
+                                  int64_t min) {
+  if (parser.get(name).empty()) return std::nullopt;
+  const int64_t value = parser.get_int(name);
+  if (value < min || value > kMaxCountFlag) {
+    throw ConfigError("zero train: --" + name + " must be between " + std::to_string(min) +
+                      " and " + std::to_string(kMaxCountFlag) + ", got " + std::to_string(value));
+  }
+  return value;
+}
+
+std::optional<bool> bool_flag(const ArgParser& parser, const std::string& name) {
+  const std::string text = parser.get(name);
+  if (text.empty()) return std::nullopt;
+  const std::optional<bool> value = parse_bool(text);
+  if (!value) {
+    throw ConfigError("zero train: --" + name + " takes true or false, got \"" + text + "\"");
+  }
+  return value;
+}
+
+// The model's shape, before anything is allocated: "auto" bucket sizes need its hidden size.
+bool is_model_folder(const std::string& model_arg) {
+  std::error_code error;
+  return std::filesystem::is_directory(model_arg, error);
+}
+
+model::TransformerConfig model_shape(const std::string& model_arg, bool synthetic_data) {
+  if (is_model_folder(model_arg)) {
+    return model::TransformerConfig::from_hf_file(model_arg + "/config.json");
+  }
+  model::TransformerConfig config = model::preset_config(model_arg);
+  if (model_arg == "tiny" && synthetic_data) {
+    // The built-in run: a small model sized for the synthetic vocabulary.
+    config.vocab_size = kSyntheticVocab;
+    config.hidden_size = 64;
+    config.num_layers = 2;
+    config.num_heads = config.num_kv_heads = 4;
+    config.head_dim = 16;
+    config.intermediate_size = 256;
+  }
+  return config;
+}
+
+// Processes of this job on this host (OpenMPI says; a Slurm launch without it counts the whole
+// world, which can only over-estimate the memory a host needs).
+int64_t ranks_on_this_machine(int64_t world_size) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    if (const char* text = std::getenv(name)) {
+      if (const std::optional<int64_t> value = parse_int64(text); value && *value >= 1) {
+        return std::min(*value, world_size);
+      }
+    }
+  }
+  return world_size;
+}
+
+// What reading the config said, once, before training: what each "auto" became, keys that are
+// ignored (warnings, on stderr) and settings that are unused here.
+void print_config_notes(const config::DeepSpeedConfig& config, const std::string& source) {
+  const auto autos = config.notes.of_kind(config::ConfigNote::Kind::kAuto);
+  if (!autos.empty()) {
+    std::printf("config %s: \"auto\" and absent values resolved as the Hugging Face Trainer "
+                "does:\n", source.c_str());
+    for (const auto& note : autos) std::printf("  %s\n", note.text.c_str());
+  }
+  for (const auto& note : config.notes.of_kind(config::ConfigNote::Kind::kNote)) {
+    std::printf("note: %s\n", note.text.c_str());
+  }
+  for (const auto& note : config.notes.of_kind(config::ConfigNote::Kind::kWarning)) {
+    std::fprintf(stderr, "zero: warning: %s\n", note.text.c_str());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int run_train(const Args& args) {
   ArgParser parser("train", args);
-  parser.option("deepspeed", "", "DeepSpeed config JSON (default: a built-in config for the tiny run)")
+  parser.option("deepspeed", "", "DeepSpeed config, JSON or HJSON (default: a built-in config for the tiny run)")
+      .option("strict-config", "false", "true: unknown config keys are errors instead of warnings")
       .option("model", "tiny", "a Hugging Face model folder or a preset (tiny, tiny-llama, gpt2-124m, llama-1b)")
       .option("data", "synthetic", "token shards (.bin, comma-separated) or 'synthetic'")
       .option("eval-data", "", "token shards for evaluation (default: held-out synthetic samples when training on synthetic)")
       .option("eval-every", "0", "evaluate every N steps (0: at the end only)")
       .option("seq-len", "64", "tokens per sequence")
-      .option("steps", "1000", "optimizer steps to train (total, including resumed ones)")
+      .option("steps", "1000", "optimizer steps to train (total, including resumed ones); resolves total_num_steps: \"auto\"")
       .option("save", "", "checkpoint directory")
       .option("save-every", "0", "save every N steps (0: at the end)")
       .option("resume", "", "checkpoint directory to resume from (loads DIR/latest)")
       .option("seed", "1234", "seed for weights and data order")
       .option("log-json", "", "append one JSON object per logged step to this file")
-      .option("micro-batch", "", "resolves train_micro_batch_size_per_gpu: \"auto\"")
-      .option("grad-accum", "", "resolves gradient_accumulation_steps: \"auto\"")
-      .option("lr", "", "resolves \"auto\" learning rates")
+      .option("micro-batch", "", "train_micro_batch_size_per_gpu when \"auto\" or absent (Trainer default 8)")
+      .option("grad-accum", "", "gradient_accumulation_steps when \"auto\" or absent (Trainer default 1)")
+      .option("lr", "", "optimizer lr and scheduler warmup_max_lr when \"auto\" (Trainer default 5e-5)")
+      .option("weight-decay", "", "optimizer weight_decay when \"auto\" (Trainer default 0.0)")
+      .option("adam-beta1", "", "optimizer betas[0] when \"auto\" (Trainer default 0.9)")
+      .option("adam-beta2", "", "optimizer betas[1] when \"auto\" (Trainer default 0.999)")
+      .option("adam-epsilon", "", "optimizer eps when \"auto\" (Trainer default 1e-8)")
+      .option("max-grad-norm", "", "gradient_clipping when \"auto\" (Trainer default 1.0)")
+      .option("warmup-steps", "", "scheduler warmup_num_steps when \"auto\" (Trainer default 0)")
+      .option("bf16", "", "true: bf16 mixed precision (bf16.enabled \"auto\" or absent; default off)")
+      .option("fp16", "", "true: fp16 mixed precision (fp16.enabled \"auto\" or absent; default off)")
       .option("gradient-checkpointing", "false",
               "true: recompute each transformer block's activations in backward (less memory, "
               "about one more forward pass of compute; Hugging Face's gradient_checkpointing)");
   if (!parser.parse()) return 0;
   const int64_t seq_len = parser.get_int("seq-len");
   const int64_t steps = parser.get_int("steps");
-  const auto seed = static_cast<uint64_t>(parser.get_int("seed"));
-  if (seq_len < 2 || steps < 0) throw ConfigError("zero train: --seq-len must be >= 2 and --steps >= 0");
+  const int64_t seed_value = parser.get_int("seed");
+  if (seq_len < 2 || seq_len > kMaxSeqLen) {
+    throw ConfigError("zero train: --seq-len must be between 2 and " + std::to_string(kMaxSeqLen) +
+                      ", got " + std::to_string(seq_len));
+  }
+  if (steps < 0 || steps > kMaxCountFlag) {
+    throw ConfigError("zero train: --steps must be between 0 and " + std::to_string(kMaxCountFlag) +
+                      ", got " + std::to_string(steps));
+  }
+  const auto seed = static_cast<uint64_t>(seed_value);
+  const std::optional<bool> strict = bool_flag(parser, "strict-config");
 
   // The data-parallel group: every rank of an mpirun/srun job, else this process alone.
   comm::Comm& comm = comm::world();
   const bool leader = comm.rank() == 0;
-  // "auto" values resolve from the command line, as the Hugging Face Trainer resolves them.
+  const std::string model_arg = parser.get("model");
+  const model::TransformerConfig shape = model_shape(model_arg, parser.get("data") == "synthetic");
+  // "auto" values resolve as the Hugging Face Trainer resolves them: flags named like its
+  // arguments, else its defaults; bucket sizes from the model.
   config::AutoValues autos;
   autos.world_size = comm.world_size();
   autos.total_steps = steps;
-  if (!parser.get("micro-batch").empty()) autos.micro_batch_size = parser.get_int("micro-batch");
-  if (!parser.get("grad-accum").empty()) autos.gradient_accumulation_steps = parser.get_int("grad-accum");
-  if (!parser.get("lr").empty()) autos.learning_rate = std::stod(parser.get("lr"));
-  const engine::EngineSettings settings =
+  autos.hidden_size = shape.hidden_size;
+  autos.add_trainer_optimizer = true;
+  autos.micro_batch_size = count_flag(parser, "micro-batch", 1);
+  autos.gradient_accumulation_steps = count_flag(parser, "grad-accum", 1);
+  autos.warmup_steps = count_flag(parser, "warmup-steps", 0);
+  autos.learning_rate = double_flag(parser, "lr", 0.0, 1e300, true);
+  autos.weight_decay = double_flag(parser, "weight-decay", 0.0, 1e300);
+  autos.adam_beta1 = double_flag(parser, "adam-beta1", 0.0, 0.999999);
+  autos.adam_beta2 = double_flag(parser, "adam-beta2", 0.0, 0.999999);
+  autos.adam_epsilon = double_flag(parser, "adam-epsilon", 0.0, 1.0, true);
+  autos.max_grad_norm = double_flag(parser, "max-grad-norm", 0.0, 1e300);
+  autos.bf16 = bool_flag(parser, "bf16");
+  autos.fp16 = bool_flag(parser, "fp16");
+  config::ConfigReadOptions read_options;
+  read_options.strict = strict.value_or(false);
+  const std::string config_source =
+      parser.get("deepspeed").empty() ? "built-in config" : parser.get("deepspeed");
+  const config::DeepSpeedConfig ds_config =
       parser.get("deepspeed").empty()
-          ? engine::settings_from_config(
-                config::DeepSpeedConfig::from_text(kBuiltInConfig, "built-in config", autos),
-                "built-in config")
-          : engine::settings_from_file(parser.get("deepspeed"), autos);
-
-  backend::CpuBackend cpu;
-  const std::string model_arg = parser.get("model");
-  std::unique_ptr<model::Model> net;
-  if (std::filesystem::is_directory(model_arg)) {
-    net = model::load_hf_model(model_arg, cpu, DType::kF32);
-  } else {
-    model::TransformerConfig config = model::preset_config(model_arg);
-    if (model_arg == "tiny" && parser.get("data") == "synthetic") {
-      // The built-in run: a small model sized for the synthetic vocabulary.
-      config.vocab_size = kSyntheticVocab;
-      config.hidden_size = 64;
-      config.num_layers = 2;
-      config.num_heads = config.num_kv_heads = 4;
-      config.head_dim = 16;
-      config.intermediate_size = 256;
-    }
-    net = model::build_transformer(config, cpu, DType::kF32);
-    model::init_parameters(*net, seed);
-  }
+          ? config::DeepSpeedConfig::from_text(kBuiltInConfig, config_source, autos, read_options)
+          : config::DeepSpeedConfig::from_file(config_source, autos, read_options);
+  if (leader) print_config_notes(ds_config, config_source);
+  const engine::EngineSettings settings = engine::settings_from_config(ds_config, config_source);
   const std::string checkpointing = parser.get("gradient-checkpointing");
   if (checkpointing != "true" && checkpointing != "false") {
     throw ConfigError("zero train: --gradient-checkpointing takes true or false, got \"" +
                       checkpointing + "\"");
+  }
+  // Before anything is allocated: does this run fit this machine's memory?
+  engine::MemoryPreflightRequest need;
+  need.micro_batch = settings.micro_batch_size;
+  need.seq_len = seq_len;
+  const bool sixteen_bit = settings.bf16.enabled || settings.fp16.enabled;
+  need.param_bytes = need.activation_bytes = sixteen_bit ? 2 : 4;
+  need.zero_stage = static_cast<int>(settings.zero.stage);
+  need.world_size = comm.world_size();
+  need.ranks_on_this_machine = ranks_on_this_machine(comm.world_size());
+  need.activation_checkpointing = checkpointing == "true";
+  engine::check_training_memory(shape, need);
+
+  backend::CpuBackend cpu;
+  std::unique_ptr<model::Model> net;
+  if (is_model_folder(model_arg)) {
+    net = model::load_hf_model(model_arg, cpu, DType::kF32);
+  } else {
+    net = model::build_transformer(shape, cpu, DType::kF32);
+    model::init_parameters(*net, seed);
   }
   net->set_activation_checkpointing(checkpointing == "true");
   const int64_t vocab = net->config()->vocab_size;

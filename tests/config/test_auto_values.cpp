@@ -1,5 +1,6 @@
-// "auto" values resolve as the Hugging Face Trainer resolves them; an "auto" with nothing to
-// resolve it names the key and what to pass.
+// "auto" values resolve as the Hugging Face Trainer resolves them: from flags, else the Trainer's
+// defaults, else (for what only the run knows) an error naming the key; flags that contradict a
+// concrete value fail like the Trainer's mismatch check; absent batch keys are filled.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -95,50 +96,116 @@ std::string error_of(const std::string& text, const AutoValues& autos) {
   return "(no error)";
 }
 
-TEST(AutoValues, UnresolvedAutoNamesTheKeyAndWhatToPass) {
-  struct Case {
-    void (*clear)(AutoValues&);
-    const char* key;
-    const char* pass;
-  };
-  const Case cases[] = {
-      {[](AutoValues& a) { a.micro_batch_size.reset(); }, "'train_micro_batch_size_per_gpu'",
-       "AutoValues::micro_batch_size"},
-      {[](AutoValues& a) { a.gradient_accumulation_steps.reset(); },
-       "'gradient_accumulation_steps'", "AutoValues::gradient_accumulation_steps"},
-      {[](AutoValues& a) { a.max_grad_norm.reset(); }, "'gradient_clipping'",
-       "AutoValues::max_grad_norm"},
-      {[](AutoValues& a) { a.learning_rate.reset(); }, "'optimizer.params.lr'",
-       "AutoValues::learning_rate"},
-      {[](AutoValues& a) { a.adam_beta2.reset(); }, "'optimizer.params.betas'",
-       "AutoValues::adam_beta2"},
-      {[](AutoValues& a) { a.adam_epsilon.reset(); }, "'optimizer.params.eps'",
-       "AutoValues::adam_epsilon"},
-      {[](AutoValues& a) { a.weight_decay.reset(); }, "'optimizer.params.weight_decay'",
-       "AutoValues::weight_decay"},
-      {[](AutoValues& a) { a.warmup_steps.reset(); }, "'scheduler.params.warmup_num_steps'",
-       "AutoValues::warmup_steps"},
-      {[](AutoValues& a) { a.total_steps.reset(); }, "'scheduler.params.total_num_steps'",
-       "AutoValues::total_steps"},
-      {[](AutoValues& a) { a.fp16.reset(); }, "'fp16.enabled'", "AutoValues::fp16"},
-      {[](AutoValues& a) { a.bf16.reset(); }, "'bf16.enabled'", "AutoValues::bf16"},
-      {[](AutoValues& a) { a.hidden_size.reset(); }, "'zero_optimization.",
-       "AutoValues::hidden_size"},
-  };
-  for (const Case& c : cases) {
-    AutoValues a = all_autos();
-    c.clear(a);
-    const std::string m = error_of(kHfStyle, a);
-    EXPECT_NE(m.find(std::string("hf.json: key ") + c.key), std::string::npos) << m;
-    EXPECT_NE(m.find(c.pass), std::string::npos) << m;
-    EXPECT_NE(m.find("is \"auto\""), std::string::npos) << m;
+TEST(AutoValues, WithoutFlagsEveryKeyTakesTheTrainersDefault) {
+  AutoValues a;
+  a.hidden_size = 64;
+  a.total_steps = 100;
+  const DeepSpeedConfig c = DeepSpeedConfig::from_text(kHfStyle, "hf.json", a);
+  EXPECT_EQ(c.batch.train_micro_batch_size_per_gpu, 8);
+  EXPECT_EQ(c.batch.gradient_accumulation_steps, 1);
+  EXPECT_EQ(c.batch.train_batch_size, 8);
+  EXPECT_EQ(c.gradient_clipping, 1.0);
+  EXPECT_FALSE(c.fp16.enabled);
+  EXPECT_FALSE(c.bf16.enabled);
+  EXPECT_EQ(c.optimizer->params["lr"].get<double>(), 5e-5);
+  EXPECT_EQ(c.optimizer->params["betas"], nlohmann::json::array({0.9, 0.999}));
+  EXPECT_EQ(c.optimizer->params["eps"].get<double>(), 1e-8);
+  EXPECT_EQ(c.optimizer->params["weight_decay"].get<double>(), 0.0);
+  EXPECT_EQ(c.scheduler->params["warmup_max_lr"].get<double>(), 5e-5);
+  EXPECT_EQ(c.scheduler->params["warmup_num_steps"], 0);
+  EXPECT_EQ(c.scheduler->params["total_num_steps"], 100);
+  // Each resolution is recorded with where its value came from.
+  const auto notes = c.notes.of_kind(ConfigNote::Kind::kAuto);
+  ASSERT_GE(notes.size(), 14u);
+  bool saw_lr = false;
+  for (const ConfigNote& note : notes) {
+    if (note.key != "optimizer.params.lr") continue;
+    saw_lr = true;
+    EXPECT_NE(note.text.find("\"auto\" -> 5e-05"), std::string::npos) << note.text;
+    EXPECT_NE(note.text.find("--lr sets it"), std::string::npos) << note.text;
   }
+  EXPECT_TRUE(saw_lr);
 }
 
-TEST(AutoValues, TrainBatchAutoWithoutMicroBatch) {
-  const std::string m = error_of(R"({"train_batch_size": "auto"})", {});
-  EXPECT_NE(m.find("key 'train_batch_size' is \"auto\""), std::string::npos) << m;
-  EXPECT_NE(m.find("AutoValues::micro_batch_size"), std::string::npos) << m;
+TEST(AutoValues, WhatOnlyTheRunKnowsIsAnErrorNamingTheKey) {
+  // No model and no step count: the bucket sizes and total_num_steps cannot be resolved.
+  std::string m;
+  try {
+    DeepSpeedConfig::from_text(kHfStyle, "hf.json", AutoValues{});
+  } catch (const ConfigError& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("key 'scheduler.params.total_num_steps' is \"auto\""), std::string::npos) << m;
+  AutoValues a;
+  a.total_steps = 10;
+  try {
+    DeepSpeedConfig::from_text(kHfStyle, "hf.json", a);
+  } catch (const ConfigError& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("key 'zero_optimization.reduce_bucket_size' is \"auto\" (the model's hidden "
+                   "size squared) but no model is known"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("AutoValues"), std::string::npos) << m;
+}
+
+TEST(AutoValues, AFlagThatContradictsAConcreteValueIsAnError) {
+  AutoValues a;
+  a.learning_rate = 1e-4;
+  std::string m;
+  try {
+    DeepSpeedConfig::from_text("{\"train_batch_size\": 8,\n \"optimizer\": {\"type\": \"AdamW\","
+                               " \"params\": {\"lr\": 3e-5}}}",
+                               "ds.json", a);
+  } catch (const ConfigError& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("ds.json:2: key 'optimizer.params.lr' = 3e-05 but --lr 0.0001 was given"),
+            std::string::npos)
+      << m;
+  // The same value is no contradiction.
+  a.learning_rate = 3e-5;
+  EXPECT_NO_THROW(DeepSpeedConfig::from_text(
+      R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 3e-5}}})",
+      "ds.json", a));
+}
+
+TEST(AutoValues, AbsentBatchKeysAreFilledAsTheTrainerDoes) {
+  AutoValues a;
+  DeepSpeedConfig c = DeepSpeedConfig::from_text("{}", "c.json", a);
+  EXPECT_EQ(c.batch.train_micro_batch_size_per_gpu, 8);
+  a.micro_batch_size = 2;
+  a.gradient_accumulation_steps = 3;
+  a.world_size = 2;
+  c = DeepSpeedConfig::from_text("{}", "c.json", a);
+  EXPECT_EQ(c.batch.train_micro_batch_size_per_gpu, 2);
+  EXPECT_EQ(c.batch.gradient_accumulation_steps, 3);
+  EXPECT_EQ(c.batch.train_batch_size, 12);
+  // A fixed train_batch_size without flags: DeepSpeed's own inference decides.
+  c = DeepSpeedConfig::from_text(R"({"train_batch_size": 32})", "c.json", AutoValues{});
+  EXPECT_EQ(c.batch.train_micro_batch_size_per_gpu, 32);
+}
+
+TEST(AutoValues, TrainerOptimizerWhenTheConfigHasNone) {
+  AutoValues a;
+  a.learning_rate = 2e-4;
+  a.add_trainer_optimizer = true;
+  const DeepSpeedConfig c = DeepSpeedConfig::from_text("{}", "c.json", a);
+  ASSERT_TRUE(c.optimizer.has_value());
+  EXPECT_EQ(c.optimizer->type, "AdamW");
+  EXPECT_EQ(c.optimizer->params["lr"].get<double>(), 2e-4);
+  // Without the Trainer's part, DeepSpeed's meaning stays: no optimizer section.
+  EXPECT_FALSE(DeepSpeedConfig::from_text("{}", "c.json", AutoValues{}).optimizer.has_value());
+}
+
+TEST(AutoValues, PrecisionFlagEnablesAnAbsentSection) {
+  AutoValues a;
+  a.bf16 = true;
+  EXPECT_TRUE(DeepSpeedConfig::from_text("{}", "c.json", a).bf16.enabled);
+  a.bf16.reset();
+  a.fp16 = true;
+  EXPECT_TRUE(DeepSpeedConfig::from_text("{}", "c.json", a).fp16.enabled);
 }
 
 TEST(AutoValues, AutoWhereTheTrainerResolvesNothing) {
@@ -161,11 +228,13 @@ TEST(AutoValues, AutoWhereTheTrainerResolvesNothing) {
   EXPECT_NE(m.find("key 'communication_data_type' is \"auto\""), std::string::npos) << m;
 }
 
-TEST(AutoValues, ConcreteValuesAreLeftAlone) {
+TEST(AutoValues, ConcreteValuesAreLeftAloneWithoutFlags) {
+  AutoValues a;
+  a.hidden_size = 768;
   const DeepSpeedConfig c = DeepSpeedConfig::from_text(
       R"({"train_micro_batch_size_per_gpu": 3, "gradient_clipping": 2.0,
           "optimizer": {"type": "Adam", "params": {"lr": 0.1}}})",
-      "c.json", all_autos());
+      "c.json", a);
   EXPECT_EQ(c.batch.train_micro_batch_size_per_gpu, 3);
   EXPECT_EQ(c.gradient_clipping, 2.0);
   EXPECT_EQ(c.optimizer->params["lr"].get<double>(), 0.1);

@@ -31,21 +31,21 @@ void expect_all(const std::string& message, std::initializer_list<const char*> p
   }
 }
 
-TEST(ConfigErrors, UnknownKeysSuggestTheClosestKnownKey) {
+TEST(ConfigErrors, NearMissKeysAreErrorsNamingTheKnownKey) {
   expect_all(error_of(R"({"train_micro_batch_size_per_gp": 4})"),
-             {"ds.json: unknown key 'train_micro_batch_size_per_gp'",
-              "did you mean 'train_micro_batch_size_per_gpu'"});
+             {"ds.json:1: key 'train_micro_batch_size_per_gp' looks like a misspelling",
+              "misspelling of 'train_micro_batch_size_per_gpu'"});
   expect_all(error_of(with_batch(R"("zero_optimization": {"stgae": 2})")),
-             {"unknown key 'zero_optimization.stgae'", "did you mean 'zero_optimization.stage'"});
+             {"key 'zero_optimization.stgae'", "misspelling of 'zero_optimization.stage'"});
   expect_all(error_of(with_batch(R"("zero_optimization": {"offload_param": {"devcie": "cpu"}})")),
-             {"unknown key 'zero_optimization.offload_param.devcie'",
+             {"key 'zero_optimization.offload_param.devcie'",
               "'zero_optimization.offload_param.device'"});
   expect_all(
       error_of(with_batch(R"("checkpoint": {"parallel_write": {"pipeline_stag": true}})")),
       {"'checkpoint.parallel_write.pipeline_stag'", "'checkpoint.parallel_write.pipeline_stage'"});
-  expect_all(error_of(with_batch(R"("fp16": {"enable": true})")), {"did you mean 'fp16.enabled'"});
+  expect_all(error_of(with_batch(R"("fp16": {"enable": true})")), {"misspelling of 'fp16.enabled'"});
   expect_all(error_of(with_batch(R"("optimizer": {"type": "Adam", "param": {}})")),
-             {"did you mean 'optimizer.params'"});
+             {"misspelling of 'optimizer.params'"});
 }
 
 TEST(ConfigErrors, WrongTypesNameKeyExpectedTypeAndValue) {

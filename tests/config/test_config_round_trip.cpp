@@ -85,11 +85,18 @@ TEST(ConfigRoundTrip, FromFileReadsHjsonStyleText) {
     std::ofstream out(path);
     out << "{\n  \"train_micro_batch_size_per_gpu\": 2,\n  \"stage\": 1\n}\n";
   }
+  // An unknown key DeepSpeed would ignore is a warning naming its line; strict reading
+  // (--strict-config) makes it an error.
+  const DeepSpeedConfig warned = DeepSpeedConfig::from_file(path.string());
+  ASSERT_EQ(warned.notes.of_kind(ConfigNote::Kind::kWarning).size(), 1u);
+  EXPECT_EQ(warned.notes.of_kind(ConfigNote::Kind::kWarning)[0].text.rfind(
+                path.string() + ":3: unknown key 'stage' is ignored", 0),
+            0u);
   try {
-    DeepSpeedConfig::from_file(path.string());
-    FAIL() << "unknown key accepted";
+    DeepSpeedConfig::from_file(path.string(), {}, ConfigReadOptions{true});
+    FAIL() << "unknown key accepted under strict reading";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(path.string() + ": unknown key 'stage'", 0), 0u)
+    EXPECT_EQ(std::string(e.what()).rfind(path.string() + ":3: unknown key 'stage'", 0), 0u)
         << e.what();
   }
   std::filesystem::remove(path);

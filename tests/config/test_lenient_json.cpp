@@ -1,5 +1,6 @@
-// Lenient JSON: comments and trailing commas are accepted outside strings and kept inside them;
-// malformed text and duplicate keys fail with source:line:column.
+// Config text read as JSON: comments and trailing commas are accepted outside strings and kept
+// inside them; malformed text and duplicate keys fail with source:line:column. (The HJSON
+// forms have their own tests in test_hjson.cpp.)
 #include <gtest/gtest.h>
 
 #include <string>
@@ -77,18 +78,16 @@ TEST(LenientJson, NumbersKeepIntegersAndScientificNotation) {
 }
 
 TEST(LenientJson, ErrorsNameFileLineAndColumn) {
-  EXPECT_NE(error_of("{\n  \"a\": 1\n  \"b\": 2\n}").find("cfg.json:3:3:"), std::string::npos)
-      << error_of("{\n  \"a\": 1\n  \"b\": 2\n}");
+  EXPECT_NE(error_of("{\n  \"a\": 1\n  \"b\" 2\n}").find("cfg.json:3:7:"), std::string::npos)
+      << error_of("{\n  \"a\": 1\n  \"b\" 2\n}");
   EXPECT_NE(error_of("{\"a\": }").find("cfg.json:1:7:"), std::string::npos);
   EXPECT_NE(error_of("{\"a\": 1} x").find("cfg.json:1:10:"), std::string::npos);
   EXPECT_NE(error_of("{\n/* open").find("cfg.json:2:1: unterminated /* comment"),
             std::string::npos);
   EXPECT_NE(error_of("{\"a\": \"x").find("cfg.json:1:7: unterminated string"), std::string::npos);
   EXPECT_NE(error_of("").find("cfg.json:1:1:"), std::string::npos);
-  EXPECT_NE(error_of("{'a': 1}").find("double quotes"), std::string::npos);
+  EXPECT_NE(error_of("{'a': 1").find("cfg.json:1:1: unterminated object"), std::string::npos);
   EXPECT_NE(error_of("[1,,2]").find("cfg.json:1:4:"), std::string::npos);
-  EXPECT_NE(error_of("{\"a\": 01}").find("leading zeros"), std::string::npos);
-  EXPECT_NE(error_of("{\"a\": 1.}").find("digits after '.'"), std::string::npos);
   EXPECT_NE(error_of("{\"a\": \"\\q\"}").find("unknown escape"), std::string::npos);
   EXPECT_NE(error_of("{\"a\": \"\xFF\"}").find("UTF-8"), std::string::npos);
   EXPECT_NE(error_of("{\"a\": 1e999}").find("out of range"), std::string::npos);

@@ -1,0 +1,132 @@
+#include "engine/memory_preflight.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/checked_math.h"
+#include "core/error.h"
+
+namespace zero::engine {
+namespace {
+
+// DeepSpeed's accounting, which the estimator follows, stores activations in 16 bits.
+constexpr int64_t kEstimatorActivationBytes = 2;
+// Its model states are 16-bit parameters plus fp32 master weights and optimizer states (20 bytes
+// a parameter unpartitioned); zero.cpp's f32 training needs 16 of those 20 (parameters,
+// gradients, two Adam moments), so the figure stands for f32 and scales only for wider dtypes.
+constexpr int64_t kEstimatorStateWidth = 4;
+
+const char* const kWhat = "the memory this run needs";
+
+void require(bool ok, const std::string& problem) {
+  if (!ok) throw ConfigError("memory preflight: " + problem);
+}
+
+// bytes * numerator / denominator, overflow-checked.
+int64_t scaled(int64_t bytes, int64_t numerator, int64_t denominator) {
+  return checked_product({bytes, numerator}, kWhat) / denominator;
+}
+
+std::string fixes(const MemoryPreflightRequest& r) {
+  return "lower --micro-batch (train_micro_batch_size_per_gpu) or --seq-len" +
+         std::string(r.activation_checkpointing ? "" : ", turn on --gradient-checkpointing true") +
+         ", raise zero_optimization.stage (now " + std::to_string(r.zero_stage) +
+         ") to partition the states over more ranks, or use a smaller model (--model, or the "
+         "sizes in its config.json)";
+}
+
+MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPreflightRequest& r,
+                    const sharding::ZeroOptions& options) {
+  sharding::EstimateShape shape;
+  shape.total_params = config.num_parameters();
+  shape.largest_layer_params = sharding::largest_layer_params(config);
+  shape.gpus_per_node = r.ranks_on_this_machine;
+  shape.num_nodes = (r.world_size + r.ranks_on_this_machine - 1) / r.ranks_on_this_machine;
+  const sharding::ModelStateMemory states = sharding::estimate_model_states(shape, options);
+
+  MemoryNeed need;
+  const int64_t partitioned = r.param_bytes > kEstimatorStateWidth
+                                  ? scaled(states.gpu_bytes, r.param_bytes, kEstimatorStateWidth)
+                                  : states.gpu_bytes;
+  // Every rank first builds the whole model (parameters and gradients) before ZeRO partitions
+  // it, so that is a floor whatever the stage.
+  const int64_t whole_model = checked_product({shape.total_params, 2, r.param_bytes}, kWhat);
+  need.model_state_bytes = std::max(partitioned, whole_model);
+
+  sharding::ActivationSettings settings;
+  settings.micro_batch = r.micro_batch;
+  settings.seq_len = r.seq_len;
+  settings.checkpointing = r.activation_checkpointing;
+  const sharding::ActivationMemory activations = sharding::estimate_activations(config, settings);
+  // Activations are stored in the activation dtype; the logits at least in f32.
+  const int64_t layers =
+      scaled(activations.layers_bytes, r.activation_bytes, kEstimatorActivationBytes);
+  const int64_t logits = scaled(activations.logits_bytes, std::max<int64_t>(r.activation_bytes, 4), 4);
+  need.activation_bytes = checked_sum(layers, logits, kWhat);
+
+  if (options.offload_optimizer != sharding::OffloadDevice::kNone) {
+    need.offloaded_bytes = states.cpu_bytes;
+  }
+  const int64_t per_rank = checked_sum(need.model_state_bytes, need.activation_bytes, kWhat);
+  need.total_bytes = checked_sum(checked_product({per_rank, r.ranks_on_this_machine}, kWhat),
+                                 need.offloaded_bytes, kWhat);
+  return need;
+}
+
+}  // namespace
+
+MemoryNeed estimate_training_memory(const model::TransformerConfig& config,
+                                    const MemoryPreflightRequest& r) {
+  require(r.micro_batch >= 1, "--micro-batch (train_micro_batch_size_per_gpu) must be at least 1, "
+                              "got " + std::to_string(r.micro_batch));
+  require(r.seq_len >= 1, "--seq-len must be at least 1, got " + std::to_string(r.seq_len));
+  require(r.param_bytes >= 1 && r.param_bytes <= 8,
+          "the parameter dtype's size must be 1 to 8 bytes, got " + std::to_string(r.param_bytes));
+  require(r.activation_bytes >= 1 && r.activation_bytes <= 8,
+          "the activation dtype's size must be 1 to 8 bytes, got " +
+              std::to_string(r.activation_bytes));
+  require(r.world_size >= 1 && r.ranks_on_this_machine >= 1 &&
+              r.ranks_on_this_machine <= r.world_size,
+          "the ranks on this machine (" + std::to_string(r.ranks_on_this_machine) +
+              ") must be between 1 and the world size (" + std::to_string(r.world_size) + ")");
+  config.validate("model config");
+  const sharding::ZeroOptions options{r.zero_stage, r.offload_optimizer, r.offload_param,
+                                      /*zero_init=*/false};  // every rank builds the whole model
+  sharding::validate_options(options);
+  try {
+    return estimate(config, r, options);
+  } catch (const ConfigError& e) {
+    // Only arithmetic is left to fail: the bytes overflow a 64-bit count.
+    throw ConfigError("not enough memory for this run: " + std::string(e.what()) +
+                      " (--micro-batch " + std::to_string(r.micro_batch) + ", --seq-len " +
+                      std::to_string(r.seq_len) + "); " + fixes(r));
+  }
+}
+
+MemoryNeed check_training_memory(const model::TransformerConfig& config,
+                                 const MemoryPreflightRequest& request) {
+  return check_training_memory(config, request, host_memory());
+}
+
+MemoryNeed check_training_memory(const model::TransformerConfig& config,
+                                 const MemoryPreflightRequest& r, const HostMemory& memory) {
+  const MemoryNeed need = estimate_training_memory(config, r);
+  if (need.total_bytes <= memory.usable_bytes()) return need;
+  const std::string ranks = std::to_string(r.ranks_on_this_machine) + " rank(s)";
+  std::string detail = "model states " + format_gib(need.model_state_bytes) +
+                       " per rank (parameters, gradients and optimizer states of " +
+                       std::to_string(config.num_parameters()) + " parameters at ZeRO stage " +
+                       std::to_string(r.zero_stage) + " over " + std::to_string(r.world_size) +
+                       " rank(s)) + activations " + format_gib(need.activation_bytes) +
+                       " per rank (--micro-batch " + std::to_string(r.micro_batch) +
+                       " x --seq-len " + std::to_string(r.seq_len) + "), times " + ranks +
+                       " on this machine";
+  if (need.offloaded_bytes > 0) {
+    detail += ", + " + format_gib(need.offloaded_bytes) + " of offloaded optimizer states";
+  }
+  throw ConfigError("not enough memory for this run: it needs about " +
+                    format_gib(need.total_bytes) + " on this machine (" + detail +
+                    "), more than its " + memory.describe() + ". To fit: " + fixes(r));
+}
+
+}  // namespace zero::engine

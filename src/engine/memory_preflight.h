@@ -1,0 +1,51 @@
+// Memory preflight: before a training run allocates anything, estimate the bytes the model and
+// batch need on this machine (sharding/memory_estimator.h: DeepSpeed's model-state accounting
+// plus activations and logits) and refuse, with both numbers and the flags or keys to change,
+// a run that cannot fit. Linux overcommits, so without this a too-large run "allocates" fine
+// and is killed later (or swaps for hours).
+#pragma once
+#include <cstdint>
+
+#include "core/host_memory.h"
+#include "model/transformer_config.h"
+#include "sharding/memory_estimator.h"
+
+namespace zero::engine {
+
+// One training run's sizes, as `zero train` knows them after reading flags and the DeepSpeed
+// config.
+struct MemoryPreflightRequest {
+  int64_t micro_batch = 1;       // --micro-batch / train_micro_batch_size_per_gpu
+  int64_t seq_len = 1;           // --seq-len
+  int64_t param_bytes = 4;       // bytes per parameter element (dtype_size of the param dtype)
+  int64_t activation_bytes = 4;  // bytes per stored activation element
+  int zero_stage = 0;            // zero_optimization.stage
+  int64_t world_size = 1;        // data-parallel ranks sharing the ZeRO partitions
+  int64_t ranks_on_this_machine = 1;  // processes of the job on this host
+  bool activation_checkpointing = false;  // --gradient-checkpointing
+  sharding::OffloadDevice offload_optimizer = sharding::OffloadDevice::kNone;
+  sharding::OffloadDevice offload_param = sharding::OffloadDevice::kNone;
+};
+
+// What the estimate found, in bytes.
+struct MemoryNeed {
+  int64_t model_state_bytes = 0;  // per rank: parameters, gradients, optimizer states
+  int64_t activation_bytes = 0;   // per rank: activations and logits of one micro-batch
+  int64_t offloaded_bytes = 0;    // host memory of offloaded states, whole machine
+  int64_t total_bytes = 0;        // this machine: ranks x (states + activations) + offloaded
+};
+
+// The estimate alone. Throws ConfigError for invalid sizes (naming the flag) or when the bytes
+// do not fit a 64-bit count (far beyond any machine).
+MemoryNeed estimate_training_memory(const model::TransformerConfig& config,
+                                    const MemoryPreflightRequest& request);
+
+// The estimate, compared with `memory` (by default this machine's: host_memory()). Throws
+// ConfigError "... needs about X GiB on this machine ..., more than its Y GiB ...; lower
+// --micro-batch (train_micro_batch_size_per_gpu) or --seq-len, ..." when it does not fit.
+MemoryNeed check_training_memory(const model::TransformerConfig& config,
+                                 const MemoryPreflightRequest& request);
+MemoryNeed check_training_memory(const model::TransformerConfig& config,
+                                 const MemoryPreflightRequest& request, const HostMemory& memory);
+
+}  // namespace zero::engine

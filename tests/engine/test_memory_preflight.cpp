@@ -1,0 +1,116 @@
+// Memory preflight: the bytes a model and batch need, compared with this machine's memory before
+// anything is allocated; a run that cannot fit is a ConfigError giving both numbers and the flags
+// and keys to change.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+
+#include "core/error.h"
+#include "engine/memory_preflight.h"
+#include "model/transformer_config.h"
+
+namespace zero::engine {
+namespace {
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+HostMemory machine_with(int64_t bytes) {
+  HostMemory memory;
+  memory.physical_bytes = bytes;
+  return memory;
+}
+
+std::string error_of(const model::TransformerConfig& config, const MemoryPreflightRequest& r,
+                     const HostMemory& memory) {
+  try {
+    check_training_memory(config, r, memory);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return "";
+}
+
+TEST(MemoryPreflight, SmallRunFitsAndReportsItsNeed) {
+  const model::TransformerConfig config = model::preset_config("tiny");
+  MemoryPreflightRequest r;
+  r.micro_batch = 4;
+  r.seq_len = 64;
+  const MemoryNeed need = check_training_memory(config, r);  // this machine
+  EXPECT_GT(need.model_state_bytes, 2 * 4 * config.num_parameters() - 1);
+  EXPECT_GT(need.activation_bytes, 0);
+  EXPECT_EQ(need.total_bytes, need.model_state_bytes + need.activation_bytes);
+}
+
+TEST(MemoryPreflight, RunLargerThanMemoryNamesBothNumbersAndTheFlags) {
+  const model::TransformerConfig config = model::preset_config("gpt2-124m");
+  MemoryPreflightRequest r;
+  r.micro_batch = 64;
+  r.seq_len = 1024;
+  const std::string message = error_of(config, r, machine_with(int64_t{8} << 30));
+  EXPECT_TRUE(has(message, "not enough memory")) << message;
+  EXPECT_TRUE(has(message, "8.0 GiB of physical memory")) << message;
+  EXPECT_TRUE(has(message, "--micro-batch 64")) << message;
+  EXPECT_TRUE(has(message, "train_micro_batch_size_per_gpu")) << message;
+  EXPECT_TRUE(has(message, "--seq-len")) << message;
+  EXPECT_TRUE(has(message, "zero_optimization.stage")) << message;
+  EXPECT_TRUE(has(message, "--gradient-checkpointing")) << message;
+  // The same run fits a machine with enough memory.
+  EXPECT_NO_THROW(check_training_memory(config, r, machine_with(int64_t{1} << 40)));
+}
+
+TEST(MemoryPreflight, MoreRanksOnOneMachineNeedMore) {
+  const model::TransformerConfig config = model::preset_config("gpt2-124m");
+  MemoryPreflightRequest one;
+  one.seq_len = 128;
+  MemoryPreflightRequest four = one;
+  four.world_size = 4;
+  four.ranks_on_this_machine = 4;
+  four.zero_stage = 3;
+  const MemoryNeed a = estimate_training_memory(config, one);
+  const MemoryNeed b = estimate_training_memory(config, four);
+  EXPECT_GT(b.total_bytes, a.total_bytes);
+  EXPECT_LE(b.model_state_bytes, a.model_state_bytes);
+}
+
+TEST(MemoryPreflight, WiderParametersNeedMore) {
+  const model::TransformerConfig config = model::preset_config("tiny");
+  MemoryPreflightRequest f32;
+  f32.seq_len = 64;
+  MemoryPreflightRequest f64 = f32;
+  f64.param_bytes = 8;
+  f64.activation_bytes = 8;
+  EXPECT_GT(estimate_training_memory(config, f64).total_bytes,
+            estimate_training_memory(config, f32).total_bytes);
+}
+
+TEST(MemoryPreflight, OverflowingSizesAreRefusedFastWithTheFlags) {
+  const model::TransformerConfig config = model::preset_config("gpt2-124m");
+  MemoryPreflightRequest r;
+  r.micro_batch = int64_t{1} << 40;
+  r.seq_len = int64_t{1} << 30;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = error_of(config, r, machine_with(int64_t{8} << 30));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_TRUE(has(message, "--micro-batch 1099511627776")) << message;
+  EXPECT_TRUE(has(message, "--seq-len 1073741824")) << message;
+}
+
+TEST(MemoryPreflight, InvalidRequestsNameTheFlag) {
+  const model::TransformerConfig config = model::preset_config("tiny");
+  MemoryPreflightRequest r;
+  r.micro_batch = 0;
+  EXPECT_TRUE(has(error_of(config, r, machine_with(int64_t{1} << 40)), "--micro-batch"));
+  r = {};
+  r.seq_len = -5;
+  EXPECT_TRUE(has(error_of(config, r, machine_with(int64_t{1} << 40)), "--seq-len"));
+  r = {};
+  r.ranks_on_this_machine = 3;
+  EXPECT_TRUE(has(error_of(config, r, machine_with(int64_t{1} << 40)), "world size"));
+}
+
+}  // namespace
+}  // namespace zero::engine
