@@ -268,7 +268,9 @@ const std::vector<Gate>& gates() {
         row("tensorboard.enabled", [](const Config& c) { return when_true(c.tensorboard.enabled); },
             "TensorBoard logging", monitoring, off),
         row("wandb.enabled", [](const Config& c) { return when_true(c.wandb.enabled); },
-            "Weights & Biases logging", monitoring, off),
+            "Weights & Biases logging", "",
+            "it needs a network; remove the section or set it to false, and use `zero train "
+            "--log-json FILE` for the same per-step metrics in a local file"),
         row("flops_profiler.enabled",
             [](const Config& c) { return when_true(c.flops_profiler.enabled); },
             "the flops profiler", monitoring, off),
@@ -305,7 +307,8 @@ const std::vector<Gate>& gates() {
             }
             return it->second;
           },
-          section.what, "", "remove the key (or set \"enabled\": false in it)"));
+          section.what, "",
+          section.fix.empty() ? "remove the key (or set \"enabled\": false in it)" : section.fix));
     }
     return t;
   }();

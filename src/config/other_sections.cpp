@@ -15,7 +15,9 @@ const std::vector<OtherSection>& other_sections() {
       {"elasticity", "elastic training"},
       {"compression_training", "compression training"},
       {"data_efficiency", "the data efficiency library"},
-      {"curriculum_learning", "curriculum learning"},
+      {"curriculum_learning", "curriculum learning (the legacy sequence-length curriculum)",
+       "remove the section (or set \"enabled\": false in it); zero.cpp trains every "
+       "step at --seq-len"},
       {"autotuning", "the autotuner"},
       {"nebula", "Nebula checkpointing"},
       {"datastates", "DataStates checkpointing"},
@@ -25,7 +27,9 @@ const std::vector<OtherSection>& other_sections() {
       {"progressive_layer_drop", "progressive layer drop"},
       {"quantize_training", "quantized training (MoQ)"},
       {"weight_quantization", "weight quantization"},
-      {"comet", "Comet monitoring"},
+      {"comet", "Comet monitoring",
+       "it needs a network; remove the section (or set \"enabled\": false in it), and use "
+       "`zero train --log-json FILE` for the per-step metrics in a local file"},
       {"timers", "DeepSpeed's throughput timers"},
       {"disable_allgather", "disabling the ZeRO all-gather"},
       {"sparse_gradients", "sparse (CSR) gradients"},

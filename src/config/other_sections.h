@@ -12,6 +12,7 @@ namespace zero::config {
 struct OtherSection {
   std::string key;   // the top-level key
   std::string what;  // what DeepSpeed does with it, for messages ("Apex AMP")
+  std::string fix = "";  // what to do instead, when more can be said than "remove the key"
 };
 
 const std::vector<OtherSection>& other_sections();
