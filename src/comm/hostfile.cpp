@@ -1,6 +1,7 @@
 #include "comm/hostfile.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -64,6 +65,19 @@ std::vector<HostSlots> parse_hostfile(const std::string& text, const std::string
 }
 
 std::vector<HostSlots> read_hostfile(const std::string& path) {
+  // Only a regular file of hostfile size: a FIFO would block and /dev/zero never ends.
+  constexpr std::uintmax_t kMaxHostfileBytes = 64 << 10;
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::is_regular_file(status)) {
+    throw FileError(path + ": cannot read the hostfile (" +
+                    (error ? error.message() : std::string("not a regular file")) +
+                    "); check the path given to --hostfile");
+  }
+  const std::uintmax_t size = std::filesystem::file_size(path, error);
+  if (error || size > kMaxHostfileBytes) {
+    throw FileError(path + ": the hostfile is larger than 64 KiB; is this the right file?");
+  }
   std::ifstream in(path);
   if (!in) throw FileError(path + ": cannot read the hostfile (does it exist?)");
   std::ostringstream text;

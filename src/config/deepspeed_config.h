@@ -44,6 +44,9 @@ struct DeepSpeedConfig {
   bool wall_clock_breakdown = false;
   bool memory_breakdown = false;
   bool dump_state = false;
+  // DeepSpeed's data loader drops an epoch's last incomplete batch (zero's token shards: a
+  // micro-batch never spans two epochs).
+  bool dataloader_drop_last = false;
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   bool managed_gradient_accumulation = true;
@@ -107,6 +110,7 @@ struct DeepSpeedConfig {
     v.field("wall_clock_breakdown", wall_clock_breakdown);
     v.field("memory_breakdown", memory_breakdown);
     v.field("dump_state", dump_state);
+    v.field("dataloader_drop_last", dataloader_drop_last);
     v.field("prescale_gradients", prescale_gradients);
     v.field("gradient_predivide_factor", gradient_predivide_factor, Limits::positive());
     v.field("managed_gradient_accumulation", managed_gradient_accumulation);

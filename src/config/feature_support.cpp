@@ -274,8 +274,6 @@ const std::vector<Gate>& gates() {
         row("flops_profiler.enabled",
             [](const Config& c) { return when_true(c.flops_profiler.enabled); },
             "the flops profiler", monitoring, off),
-        row("memory_breakdown", [](const Config& c) { return when_true(c.memory_breakdown); },
-            "memory breakdown logging", monitoring, off),
         row("dump_state", [](const Config& c) { return when_true(c.dump_state); },
             "dumping the engine state", monitoring, off),
         // Checkpoints and engine API.

@@ -34,7 +34,6 @@ const std::vector<OtherSection>& other_sections() {
       {"disable_allgather", "disabling the ZeRO all-gather"},
       {"sparse_gradients", "sparse (CSR) gradients"},
       {"graph_harvesting", "CUDA graph harvesting"},
-      {"dataloader_drop_last", "DeepSpeed's data loader"},
       {"use_data_before_expert_parallelism", "expert-data parallel topology"},
   };
   return sections;

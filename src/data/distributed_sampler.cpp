@@ -1,6 +1,7 @@
 // DistributedSampler: per-epoch permutation, rank striding, and the resumable state.
 #include "data/distributed_sampler.h"
 
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -10,14 +11,27 @@
 namespace zero::data {
 namespace {
 
-int64_t state_int(const nlohmann::json& state, const char* key) {
-  if (!state.is_object() || !state.contains(key) || !state[key].is_number_integer() ||
-      state[key].get<int64_t>() < 0) {
-    throw FileError(std::string("the data sampler state in the checkpoint needs a non-negative "
-                                "integer \"") +
-                    key + "\", got " + state.dump() + "; the checkpoint's client state is corrupt");
+// The state for a message, cut short: a damaged state may be large.
+std::string shown(const nlohmann::json& state) {
+  std::string text = state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return text.size() > 120 ? text.substr(0, 120) + "..." : text;
+}
+
+// A non-negative integer field of at most `max`; unsigned values past int64 and floats (which is
+// how the JSON parser stores 2^64) are refused, not converted.
+int64_t state_int(const nlohmann::json& state, const char* key,
+                  int64_t max = std::numeric_limits<int64_t>::max()) {
+  const nlohmann::json* value = state.is_object() && state.contains(key) ? &state[key] : nullptr;
+  const bool ok = value != nullptr && value->is_number_integer() &&
+                  (value->is_number_unsigned()
+                       ? value->get<uint64_t>() <= static_cast<uint64_t>(max)
+                       : value->get<int64_t>() >= 0 && value->get<int64_t>() <= max);
+  if (!ok) {
+    throw FileError(std::string("the data sampler state in the checkpoint needs an integer \"") +
+                    key + "\" from 0 to " + std::to_string(max) + ", got " + shown(state) +
+                    "; the checkpoint's client state is corrupt");
   }
-  return state[key].get<int64_t>();
+  return value->get<int64_t>();
 }
 
 }  // namespace
@@ -60,12 +74,15 @@ std::vector<int64_t> DistributedSampler::permutation(int64_t num_samples, uint64
   return order;
 }
 
+void DistributedSampler::start_next_epoch() {
+  if (position_ == 0) return;
+  ++epoch_;
+  position_ = 0;
+  order_ = permutation(num_samples_, seed_, epoch_, options_.shuffle);
+}
+
 int64_t DistributedSampler::next() {
-  if (position_ >= per_rank_) {
-    ++epoch_;
-    position_ = 0;
-    order_ = permutation(num_samples_, seed_, epoch_, options_.shuffle);
-  }
+  if (position_ >= per_rank_) start_next_epoch();
   // Positions past the end exist only when padding; they wrap to the start of the order.
   const int64_t slot = (position_ * world_size_ + rank_) % num_samples_;
   ++position_;
@@ -91,7 +108,7 @@ nlohmann::json DistributedSampler::state() const {
 }
 
 void DistributedSampler::restore(const nlohmann::json& state) {
-  const int64_t epoch = state_int(state, "epoch");
+  const int64_t epoch = state_int(state, "epoch", kMaxSamplerEpoch);
   const int64_t position = state_int(state, "position");
   // The identity fields are optional (older states lack them) but must match when present;
   // they are checked first because a mismatch there explains any other inconsistency.
@@ -108,9 +125,10 @@ void DistributedSampler::restore(const nlohmann::json& state) {
         "use the same data files and --seq-len as the saved run (or start a fresh run)");
   check("world_size", world_size_, "resume with the same number of ranks");
   if (state.contains("seed")) {
-    if (!state["seed"].is_number_integer()) {
-      throw FileError("the data sampler state in the checkpoint has a non-integer seed: " +
-                      state.dump());
+    if (!state["seed"].is_number_unsigned() &&
+        !(state["seed"].is_number_integer() && state["seed"].get<int64_t>() >= 0)) {
+      throw FileError("the data sampler state in the checkpoint has a seed that is not a "
+                      "non-negative integer: " + shown(state));
     }
     const auto theirs = state["seed"].get<uint64_t>();
     if (theirs != seed_) {

@@ -14,6 +14,10 @@
 
 namespace zero::data {
 
+// The largest epoch a restored state may name (2^53: exact in a double, and far from
+// overflowing the epoch counter or the seed + epoch of the shuffle).
+inline constexpr int64_t kMaxSamplerEpoch = int64_t{1} << 53;
+
 struct SamplerOptions {
   bool shuffle = true;    // false: the order is 0, 1, 2, ... every epoch (e.g. evaluation)
   bool drop_last = true;  // false: pad by wrapping around instead of dropping the tail
@@ -30,6 +34,9 @@ class DistributedSampler {
   int64_t next();
   // The next `micro_batch` indices (they may span an epoch boundary).
   std::vector<int64_t> next_batch(int64_t micro_batch);
+  // Drops what is left of this epoch and starts the next (a data loader's drop_last: a batch
+  // never mixes two epochs). Does nothing at the start of an epoch.
+  void start_next_epoch();
 
   int64_t epoch() const { return epoch_; }
   int64_t position() const { return position_; }  // indices already taken in this epoch

@@ -1,14 +1,12 @@
 #include "engine/checkpoint_convert.h"
 
 #include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "engine/checkpoint_dir.h"
 #include "engine/checkpoint_tensors.h"
+#include "engine/engine_state.h"
 #include "model/hf_checkpoint.h"
 #include "model/transformer_builder.h"
 
@@ -19,23 +17,16 @@ void convert_checkpoint_to_hf(const std::string& checkpoint_dir, const std::stri
                               const std::string& out_dir, DType dtype) {
   const std::string resolved = resolve_checkpoint_tag(checkpoint_dir, tag);
   const fs::path folder = fs::path(checkpoint_dir) / resolved;
-  const fs::path state_path = folder / "engine_state.json";
-  std::ifstream in(state_path);
-  if (!in) throw FileError(state_path.string() + ": missing; not a zero.cpp checkpoint");
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw FileError(state_path.string() + ": corrupt JSON (" + e.what() + ")");
+  const EngineState state = read_engine_state(folder.string());
+  if (!state.model_config) {
+    throw FileError(state.source + ": has no model_config (the model was not a transformer "
+                                   "built from a config), so it cannot become an HF folder");
   }
-  if (!state.contains("model_config")) {
-    throw FileError(state_path.string() + ": has no model_config (the model was not a transformer "
-                                          "built from a config), so it cannot become an HF folder");
-  }
-  const model::TransformerConfig config =
-      model::TransformerConfig::from_hf_json(state["model_config"], state_path.string());
   backend::CpuBackend cpu;
-  auto model = model::build_transformer(config, cpu, DType::kF32);
+  auto model = model::build_transformer(*state.model_config, cpu, DType::kF32);
+  std::vector<ManifestEntry> built;
+  for (model::Parameter* p : model->parameters()) built.push_back({p->spec.name, p->spec.shape, p->numel()});
+  require_same_manifest(state, built, "the model its model_config builds");
   // Whole tensors (stage 0) or the pieces every rank wrote (stages 1-3), consolidated.
   const CheckpointTensors tensors(folder.string(), state);
   for (model::Parameter* p : model->parameters()) {

@@ -41,11 +41,19 @@ class CheckpointWriter {
   bool committed_ = false;
 };
 
-// The tag to load: `tag` if non-empty, else the contents of DIR/latest. Throws FileError naming
-// the path when DIR, DIR/latest or DIR/<tag> is missing.
+// The tag to load: `tag` if non-empty, else the one DIR/latest names (read_latest_tag); either
+// must be a folder directly inside DIR. Resume, `zero convert` and `zero inspect` all resolve
+// through this. Throws FileError naming the path when DIR, DIR/latest or DIR/<tag> is missing,
+// and ConfigError for an explicit tag that is not a plain folder name.
 std::string resolve_checkpoint_tag(const std::string& dir, const std::string& tag);
 
-// A tag must be a plain folder name (no '/', not "." or "..", not empty).
+// The tag DIR/latest names: a small regular file holding a plain folder name (a trailing newline
+// is allowed). A `latest` that names a path ("../other/global_step2", "/abs") or nothing is a
+// FileError naming the file, as is a missing, oversized or non-regular `latest`.
+std::string read_latest_tag(const std::string& dir);
+
+// A tag must be a plain folder name: not empty, no '/' or backslash, not starting with '.' (so not "."
+// or ".."), no control characters, at most 255 bytes. Throws ConfigError.
 void validate_tag(const std::string& tag);
 
 }  // namespace zero::engine

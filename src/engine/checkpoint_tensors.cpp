@@ -1,11 +1,18 @@
 #include "engine/checkpoint_tensors.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
+#include "core/checked_math.h"
 #include "core/error.h"
+#include "core/finite_check.h"
+#include "core/parse_number.h"
 #include "core/tensor.h"
+#include "engine/engine_state.h"
 
 namespace zero::engine {
 namespace fs = std::filesystem;
@@ -23,61 +30,88 @@ std::string shard_file_name(int rank, int world_size) {
 
 namespace {
 
-// Splits "<param>@<offset>[.<state>]"; false when `key` is not of that form. Parameter names
+struct PieceKey {
+  std::string param;
+  int64_t offset = 0;
+  std::string state;
+};
+
+// Splits "<param>@<offset>[.<state>]"; nothing when `key` is not of that form. Parameter names
 // contain dots, offsets do not, so the state is whatever follows the first dot after '@'.
-bool parse_piece_key(const std::string& key, std::string& param, int64_t& offset,
-                     std::string& state) {
+std::optional<PieceKey> parse_piece_key(const std::string& key) {
   const size_t at = key.rfind('@');
-  if (at == std::string::npos || at == 0) return false;
-  param = key.substr(0, at);
+  if (at == std::string::npos || at == 0) return std::nullopt;
   const size_t dot = key.find('.', at);
-  const std::string digits = key.substr(at + 1, dot == std::string::npos ? std::string::npos
-                                                                           : dot - at - 1);
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
-  offset = std::stoll(digits);
-  state = dot == std::string::npos ? "" : key.substr(dot + 1);
-  return true;
+  const std::string digits =
+      key.substr(at + 1, dot == std::string::npos ? std::string::npos : dot - at - 1);
+  const bool all_digits = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+  if (!all_digits) return std::nullopt;
+  const std::optional<int64_t> offset = parse_int64(digits);  // nothing past int64
+  if (!offset) return std::nullopt;
+  return PieceKey{key.substr(0, at), *offset,
+                  dot == std::string::npos ? "" : key.substr(dot + 1)};
+}
+
+[[noreturn]] void bad_tensor(const io::SafetensorsFile& file, const std::string& key,
+                             const std::string& problem) {
+  throw FileError(file.path() + ": tensor '" + key + "' " + problem +
+                  "; the checkpoint is damaged or mixes files of different runs");
 }
 
 }  // namespace
 
-CheckpointTensors::CheckpointTensors(const std::string& folder, const nlohmann::json& state)
+CheckpointTensors::CheckpointTensors(const std::string& folder, const EngineState& state)
     : folder_(folder) {
   const fs::path dir(folder);
-  const int stage = state.value("zero_stage", 0);
-  if (stage == 0) {
-    files_.push_back(io::SafetensorsFile::open((dir / "model.safetensors").string()));
-    files_.push_back(io::SafetensorsFile::open((dir / "optimizer.safetensors").string()));
-    for (size_t f = 0; f < files_.size(); ++f) {
-      for (const auto& entry : files_[f].entries()) {
-        std::string param = entry.name;
-        std::string state_name;
+  for (const std::string& name : state.tensor_files()) {
+    files_.push_back(io::SafetensorsFile::open((dir / name).string()));
+  }
+  for (size_t f = 0; f < files_.size(); ++f) {
+    for (const auto& entry : files_[f].entries()) {
+      if (entry.dtype != DType::kF32) {
+        bad_tensor(files_[f], entry.name, std::string("is ") + dtype_name(entry.dtype) +
+                                              "; checkpoints hold f32 tensors");
+      }
+      Piece piece{0, shape_numel(entry.shape), f, entry.name};
+      std::string param = entry.name;
+      std::string state_name;
+      if (state.zero_stage == 0) {
         if (f == 1) {
-          // "<param>.<state>": the state is the last dotted component.
+          // optimizer.safetensors: "<param>.<state>"; the state is the last dotted component.
           const size_t dot = entry.name.rfind('.');
-          if (dot == std::string::npos) continue;
+          if (dot == std::string::npos) bad_tensor(files_[f], entry.name, "is not <parameter>.<state>");
           param = entry.name.substr(0, dot);
           state_name = entry.name.substr(dot + 1);
         }
-        pieces_[{param, state_name}].push_back({0, shape_numel(entry.shape), f, entry.name});
+        const ManifestEntry* p = state.find_parameter(param);
+        if (p == nullptr) bad_tensor(files_[f], entry.name, "is not a parameter of the manifest in " + state.source);
+        if (entry.shape != p->shape) {
+          bad_tensor(files_[f], entry.name, "has shape " + shape_to_string(entry.shape) + ", the manifest says " +
+                                                shape_to_string(p->shape));
+        }
+      } else {
+        const std::optional<PieceKey> key = parse_piece_key(entry.name);
+        if (!key) bad_tensor(files_[f], entry.name, "is not a shard piece <parameter>@<offset>[.<state>]");
+        param = key->param;
+        state_name = key->state;
+        piece.offset = key->offset;
+        const ManifestEntry* p = state.find_parameter(param);
+        if (p == nullptr) bad_tensor(files_[f], entry.name, "is not a parameter of the manifest in " + state.source);
+        const std::optional<int64_t> end = add_if_fits(piece.offset, piece.count);
+        if (entry.shape.size() != 1 || !end || *end > p->numel) {
+          bad_tensor(files_[f], entry.name, "with shape " + shape_to_string(entry.shape) +
+                                                " does not fit inside '" + param + "' (" +
+                                                std::to_string(p->numel) + " elements)");
+        }
       }
-    }
-    return;
-  }
-  if (!state.contains("shard_files") || !state.at("shard_files").is_array()) {
-    throw FileError(folder + "/engine_state.json: a ZeRO stage " + std::to_string(stage) +
-                    " checkpoint without its list of shard files");
-  }
-  for (const auto& name : state.at("shard_files")) {
-    files_.push_back(io::SafetensorsFile::open((dir / name.get<std::string>()).string()));
-    const size_t f = files_.size() - 1;
-    for (const auto& entry : files_[f].entries()) {
-      std::string param, state_name;
-      int64_t offset = 0;
-      if (!parse_piece_key(entry.name, param, offset, state_name)) {
-        throw FileError(files_[f].path() + ": unexpected tensor '" + entry.name + "' in a shard file");
+      if (!state_name.empty() && !state.has_state_name(state_name)) {
+        bad_tensor(files_[f], entry.name, "holds optimizer state '" + state_name +
+                                              "', which optimizer.state_names in " + state.source +
+                                              " does not list");
       }
-      pieces_[{param, state_name}].push_back({offset, shape_numel(entry.shape), f, entry.name});
+      pieces_[{param, state_name}].push_back(std::move(piece));
     }
   }
   for (auto& [key, list] : pieces_) {
@@ -93,17 +127,24 @@ void CheckpointTensors::read(const std::string& param, const std::string& state,
   if (it == pieces_.end()) throw FileError(folder_ + ": the checkpoint has no tensor " + what);
   int64_t covered_to = offset;
   for (const Piece& piece : it->second) {
+    // Piece ranges were checked against the parameter's size, so these sums fit.
     const int64_t lo = std::max(offset, piece.offset);
     const int64_t hi = std::min(offset + count, piece.offset + piece.count);
     if (lo >= hi) continue;
     if (lo > covered_to) break;  // a gap: reported below
-    const Tensor source = files_[piece.file].tensor(piece.key);
-    if (source.dtype() != DType::kF32) {
-      throw FileError(files_[piece.file].path() + ": tensor '" + piece.key + "' is " +
-                      source.describe() + ", expected f32");
-    }
-    std::memcpy(dst + (lo - offset), source.data<float>() + (lo - piece.offset),
+    const io::SafetensorsFile& file = files_[piece.file];
+    const Tensor source = file.tensor(piece.key);
+    float* out = dst + (lo - offset);
+    std::memcpy(out, source.data<float>() + (lo - piece.offset),
                 static_cast<size_t>(hi - lo) * sizeof(float));
+    if (const std::optional<int64_t> bad = first_non_finite(out, DType::kF32, hi - lo)) {
+      const float value = out[*bad];
+      throw FileError(file.path() + ": tensor '" + piece.key + "' holds " +
+                      (std::isnan(value) ? "NaN" : "an infinity") + " at element " +
+                      std::to_string(lo + *bad) + " of " + what +
+                      "; the checkpoint is damaged, or training had diverged when it was saved: "
+                      "resume from an earlier checkpoint");
+    }
     covered_to = std::max(covered_to, hi);
   }
   if (covered_to < offset + count) {

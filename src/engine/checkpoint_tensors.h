@@ -10,21 +10,24 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "io/safetensors_reader.h"
 
 namespace zero::engine {
 
+struct EngineState;
+
 class CheckpointTensors {
  public:
-  // `folder` is DIR/<tag>; `state` its engine_state.json. Opens (memory-maps) every tensor
-  // file the state names; throws FileError naming a missing or damaged one.
-  CheckpointTensors(const std::string& folder, const nlohmann::json& state);
+  // `folder` is DIR/<tag>; `state` its validated engine_state.json (read_engine_state). Opens
+  // (memory-maps) every tensor file the state implies and checks each tensor against the
+  // parameter manifest: a known parameter and optimizer state, f32, and a shape (stage 0) or
+  // element range (stages 1-3) inside the parameter. Throws FileError naming the file and tensor.
+  CheckpointTensors(const std::string& folder, const EngineState& state);
 
   // Copies elements [offset, offset + count) of the logical tensor (`state` empty: the
   // parameter's values; else e.g. "exp_avg") into `dst` as f32. Throws FileError when the
-  // checkpoint lacks the tensor or some of those elements (a missing shard file).
+  // checkpoint lacks the tensor or some of those elements (a missing shard file), and when a
+  // value is not finite (naming the tensor, the element and the file).
   void read(const std::string& param, const std::string& state, int64_t offset, int64_t count,
             float* dst) const;
 

@@ -35,8 +35,11 @@ class SyntheticData final : public TrainingData {
 // sampler's order.
 class ShardData final : public TrainingData {
  public:
+  // `drop_last_batch` (DeepSpeed's dataloader_drop_last): a micro-batch never spans two epochs;
+  // the rank's last samples of an epoch that do not fill one are skipped. Off, micro-batches
+  // run on into the next epoch, so nothing is skipped.
   ShardData(const std::vector<std::string>& paths, int64_t vocab_size, int64_t seq_len, int rank,
-            int world_size, uint64_t seed);
+            int world_size, uint64_t seed, bool drop_last_batch = false);
   model::Batch next(int64_t micro_batch, int64_t seq_len) override;
   nlohmann::json state() const override { return sampler_->state(); }
   void restore(const nlohmann::json& state) override { sampler_->restore(state); }
@@ -46,6 +49,7 @@ class ShardData final : public TrainingData {
   std::vector<data::TokenShard> shards_;
   std::vector<int64_t> first_window_;  // per shard: index of its first window
   int64_t seq_len_;
+  bool drop_last_batch_;
   std::unique_ptr<data::DistributedSampler> sampler_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "engine/engine_state.h"
 #include "optim/dynamic_loss_scaler.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -143,6 +144,16 @@ bool Engine::step() {
 
 void Engine::apply_update() {
   auto& be = model_->backend();
+  // The counters a checkpoint stores stay within what engine_state.json accepts back (a C++
+  // caller can step past what the trainer's up-front checks allow).
+  if (global_steps_ >= kMaxTrainingCounter ||
+      global_samples_ > kMaxTrainingCounter - settings_.train_batch_size) {
+    throw ConfigError("the step or sample counter would pass 2^53 (global_steps " +
+                      std::to_string(global_steps_) + ", global_samples " +
+                      std::to_string(global_samples_) +
+                      "); a run this long cannot be checkpointed: start a new run from a "
+                      "converted checkpoint instead");
+  }
   const int64_t step_number = global_steps_ + 1;
   if (comm_.rank() == 0 &&
       std::find(overflow_steps_.begin(), overflow_steps_.end(), step_number) != overflow_steps_.end()) {

@@ -13,14 +13,18 @@
 // blobs, so a checkpoint loads at any world size and any stage (checkpoint_tensors.h).
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "core/host_convert.h"
 #include "engine/checkpoint_dir.h"
 #include "engine/checkpoint_tensors.h"
 #include "engine/engine.h"
+#include "engine/engine_state.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
@@ -32,7 +36,22 @@ namespace zero::engine {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr int kFormatVersion = 1;
+// Client state nests at most this deep, so every checkpoint written can be read back under the
+// reader's nesting limit (io::kMaxJsonDepth counts the levels around client_state too).
+constexpr size_t kMaxClientStateDepth = 48;
+
+// Whether `value` nests deeper than `limit` levels (arrays and objects), found without recursion.
+bool nests_deeper_than(const nlohmann::json& value, size_t limit) {
+  std::vector<std::pair<const nlohmann::json*, size_t>> pending = {{&value, 1}};
+  while (!pending.empty()) {
+    const auto [node, depth] = pending.back();
+    pending.pop_back();
+    if (!node->is_structured()) continue;
+    if (depth > limit) return true;
+    for (const nlohmann::json& child : *node) pending.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
 
 // Checkpoints hold f32 whatever the storage dtype (bf16 master weights or optimizer states
 // widen exactly), so any run can load any checkpoint and resume stays bit-exact.
@@ -57,20 +76,16 @@ void write_json(const std::string& path, const nlohmann::json& json) {
   });
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw FileError(path + ": missing from the checkpoint (incomplete or not a zero.cpp checkpoint)");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw FileError(path + ": corrupt JSON (" + e.what() + ")");
-  }
-}
-
 // The identity of a model for compatibility checks: every parameter's name and shape.
 nlohmann::json parameter_manifest(model::Model& model) {
   nlohmann::json out = nlohmann::json::array();
   for (model::Parameter* p : model.parameters()) out.push_back({p->spec.name, p->spec.shape});
+  return out;
+}
+
+std::vector<ManifestEntry> manifest_of(model::Model& model) {
+  std::vector<ManifestEntry> out;
+  for (model::Parameter* p : model.parameters()) out.push_back({p->spec.name, p->spec.shape, p->numel()});
   return out;
 }
 
@@ -106,6 +121,11 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
   }
   const std::string resolved = tag.empty() ? "global_step" + std::to_string(global_steps_) : tag;
   validate_tag(resolved);
+  if (nests_deeper_than(client_state, kMaxClientStateDepth)) {
+    throw ConfigError("save_checkpoint: the client state nests deeper than " +
+                      std::to_string(kMaxClientStateDepth) +
+                      " levels, more than a checkpoint can be read back with; flatten it");
+  }
   auto& be = model_->backend();
   const bool leader = comm_.rank() == 0;
   // Every rank writes into the staging folder rank 0 creates (named after rank 0's pid).
@@ -139,8 +159,8 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
 
   if (leader) {
     nlohmann::json state;
-    state["format"] = "zero.cpp checkpoint";
-    state["format_version"] = kFormatVersion;
+    state["format"] = kCheckpointFormat;
+    state["format_version"] = kCheckpointFormatVersion;
     state["tag"] = resolved;
     state["global_steps"] = global_steps_;
     state["global_samples"] = global_samples_;
@@ -177,20 +197,32 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   if (pending_) throw Error("load_checkpoint between forward() and backward()");
   const std::string resolved = resolve_checkpoint_tag(dir, tag);
   const fs::path folder = fs::path(dir) / resolved;
-  const nlohmann::json state = read_json((folder / "engine_state.json").string());
-  if (state.value("format", "") != "zero.cpp checkpoint" ||
-      state.value("format_version", 0) != kFormatVersion) {
-    throw FileError((folder / "engine_state.json").string() +
-                    ": not a zero.cpp checkpoint of format version " + std::to_string(kFormatVersion));
+  // Everything is validated before the engine changes: a checkpoint that does not fit leaves the
+  // engine as it was (a bad tensor value found while copying weights is the one exception).
+  const EngineState state = read_engine_state(folder.string());
+  require_same_manifest(state, manifest_of(*model_), "the model being trained");
+  if (state.optimizer_type != settings_.optimizer_type) {
+    throw FileError(state.source + ": checkpoint was trained with optimizer " + state.optimizer_type +
+                    ", the config asks for " + settings_.optimizer_type +
+                    "; resume with the same optimizer type");
   }
-  if (state.at("parameters") != parameter_manifest(*model_)) {
-    throw FileError(folder.string() + ": checkpoint of another model (its parameter names or shapes "
-                                      "differ from the model being trained); check --model");
+  for (const auto& [state_name, buffer] : optimizer_->state_tensors()) {
+    if (!state.has_state_name(state_name)) {
+      throw FileError(state.source + ": the checkpoint has no optimizer state \"" + state_name +
+                      "\" (optimizer.state_names), which " + settings_.optimizer_type +
+                      " with this config needs; resume with the optimizer settings it was saved with");
+    }
   }
-  if (state.at("optimizer").value("type", "") != settings_.optimizer_type) {
-    throw FileError(folder.string() + ": checkpoint was trained with optimizer " +
-                    state.at("optimizer").value("type", "?") + ", the config asks for " +
-                    settings_.optimizer_type);
+  // The checkpoint sits on an accumulation boundary; count micro-steps in this run's
+  // gradient_accumulation_steps (it may differ from the saving run's).
+  const std::optional<int64_t> micro_steps =
+      mul_if_fits(state.global_steps, settings_.gradient_accumulation_steps);
+  if (!micro_steps || *micro_steps > kMaxTrainingCounter) {
+    throw FileError(state.source + ": global_steps " + std::to_string(state.global_steps) +
+                    " x gradient_accumulation_steps " +
+                    std::to_string(settings_.gradient_accumulation_steps) +
+                    " micro-steps is more than the 2^53 a run may count; lower "
+                    "gradient_accumulation_steps or start a fresh run");
   }
   auto& be = model_->backend();
   const CheckpointTensors tensors(folder.string(), state);
@@ -229,16 +261,14 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   }
   zero_->publish_parameters();
   zero_->zero_grad();
-  optimizer_->set_step_count(state.at("optimizer").at("step_count").get<int64_t>());
-  schedule_->load_state_json(state.at("scheduler"));
-  if (scaler_ && state.contains("loss_scaler")) scaler_->load_state_json(state.at("loss_scaler"));
-  global_steps_ = state.at("global_steps").get<int64_t>();
-  global_samples_ = state.at("global_samples").get<int64_t>();
-  skipped_steps_ = state.at("skipped_steps").get<int64_t>();
-  // The checkpoint sits on an accumulation boundary; count micro-steps in this run's
-  // gradient_accumulation_steps (it may differ from the saving run's).
-  micro_steps_ = global_steps_ * settings_.gradient_accumulation_steps;
-  return state.value("client_state", nlohmann::json::object());
+  optimizer_->set_step_count(state.optimizer_step_count);
+  schedule_->set_last_batch_iteration(state.scheduler_last_batch_iteration);
+  if (scaler_ && state.loss_scaler) scaler_->load_state_json(state.loss_scaler->to_json());
+  global_steps_ = state.global_steps;
+  global_samples_ = state.global_samples;
+  skipped_steps_ = state.skipped_steps;
+  micro_steps_ = *micro_steps;
+  return state.client_state;
 }
 
 }  // namespace zero::engine

@@ -14,6 +14,8 @@ EngineSettings settings_from_config(const config::DeepSpeedConfig& config, const
   s.steps_per_print = config.steps_per_print;
   s.wall_clock_breakdown = config.wall_clock_breakdown;
   s.prescale_gradients = config.prescale_gradients;
+  s.memory_breakdown = config.memory_breakdown;
+  s.dataloader_drop_last = config.dataloader_drop_last;
   s.gradient_predivide_factor = config.gradient_predivide_factor;
   if (config.optimizer) {
     s.optimizer_type = config.optimizer->type;

@@ -26,6 +26,11 @@ struct EngineSettings {
   // size before communicating; otherwise gradients are divided by gradient_predivide_factor
   // before and the rest of the average is applied after. Same mean; different 16-bit ranges.
   bool prescale_gradients = false;
+  // memory_breakdown: each printed step also prints every memory category's live and peak
+  // bytes and the process's resident memory (peaks restart after each print).
+  bool memory_breakdown = false;
+  // dataloader_drop_last: token-shard micro-batches never span two epochs.
+  bool dataloader_drop_last = false;
   double gradient_predivide_factor = 1.0;
   std::string optimizer_type = "AdamW";  // DeepSpeed spelling
   nlohmann::json optimizer_params = nlohmann::json::object();

@@ -2,13 +2,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "comm/comms_logger.h"
+#include "core/checked_math.h"
 #include "core/error.h"
+#include "engine/checkpoint_dir.h"
+#include "engine/engine_state.h"
+#include "engine/memory_report.h"
 #include "model/model_flops.h"
 
 namespace zero::engine {
@@ -53,26 +60,111 @@ double evaluate(Engine& engine, TrainingData& data, const TrainerOptions& option
 
 void draw_progress(int64_t step, int64_t total, double loss) {
   const int width = 30;
-  const int filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
+  const double done = std::clamp(static_cast<double>(step) / static_cast<double>(std::max<int64_t>(total, 1)), 0.0, 1.0);
+  const int filled = static_cast<int>(width * done);
   std::printf("\r[%.*s%*s] %lld/%lld loss %.4f", filled, "==============================",
               width - filled, "", static_cast<long long>(step), static_cast<long long>(total), loss);
   std::fflush(stdout);
+}
+
+void check_options(const TrainerOptions& o) {
+  auto require = [](bool ok, const std::string& flag, const std::string& range, int64_t value) {
+    if (!ok) {
+      throw ConfigError(flag + " must be " + range + ", got " + std::to_string(value));
+    }
+  };
+  require(o.steps >= 0 && o.steps <= kMaxTrainingCounter, "--steps",
+          "from 0 to " + std::to_string(kMaxTrainingCounter) + " (2^53, the most steps a run counts)",
+          o.steps);
+  require(o.seq_len >= 2 && o.seq_len <= kMaxSeqLen, "--seq-len",
+          "from 2 to " + std::to_string(kMaxSeqLen), o.seq_len);
+  require(o.save_every >= 0, "--save-every", ">= 0 (0: save at the end only)", o.save_every);
+  require(o.eval_every >= 0, "--eval-every", ">= 0 (0: evaluate at the end only)", o.eval_every);
+  require(o.eval_batches >= 1 && o.eval_batches <= kMaxTrainingCounter, "eval_batches",
+          "from 1 to 2^53", o.eval_batches);
+}
+
+// `base + count * per_step`, or nothing past kMaxTrainingCounter.
+std::optional<int64_t> counter_after(int64_t base, int64_t count, int64_t per_step) {
+  const std::optional<int64_t> added = mul_if_fits(count, per_step);
+  if (!added) return std::nullopt;
+  const std::optional<int64_t> total = add_if_fits(base, *added);
+  if (!total || *total > kMaxTrainingCounter) return std::nullopt;
+  return total;
+}
+
+// The sizes and counters of the whole run, checked before the first step (after a resume, so the
+// restored counters count): a run that would overflow one is refused up front with the flag or
+// key to change, instead of wrapping after hours of training. Returns the tokens per step.
+int64_t check_run_fits(Engine& engine, const TrainerOptions& o) {
+  const EngineSettings& s = engine.settings();
+  const int64_t world = engine.comm().world_size();
+  const std::string batch = "train_micro_batch_size_per_gpu " + std::to_string(s.micro_batch_size) +
+                            " x gradient_accumulation_steps " +
+                            std::to_string(s.gradient_accumulation_steps);
+  const std::string sizes = batch + " x --seq-len " + std::to_string(o.seq_len) + " x " +
+                            std::to_string(world) + " ranks";
+  const std::optional<int64_t> micro_tokens = mul_if_fits(s.micro_batch_size, o.seq_len + 1);
+  std::optional<int64_t> tokens = mul_if_fits(s.micro_batch_size, s.gradient_accumulation_steps);
+  if (tokens) tokens = mul_if_fits(*tokens, o.seq_len);
+  if (tokens) tokens = mul_if_fits(*tokens, world);
+  if (!micro_tokens || !tokens) {
+    throw ConfigError("tokens per step (" + sizes +
+                      ") overflow a 64-bit integer; lower train_micro_batch_size_per_gpu "
+                      "(zero train --micro-batch), gradient_accumulation_steps or --seq-len");
+  }
+  const int64_t remaining = std::max<int64_t>(0, o.steps - engine.global_steps());
+  const auto refuse = [&](const std::string& counter, int64_t now, const std::string& per_step) {
+    throw ConfigError("--steps " + std::to_string(o.steps) + ": training " + std::to_string(remaining) +
+                      " more steps from " + counter + " " + std::to_string(now) + " at " + per_step +
+                      " per step would take " + counter + " past " +
+                      std::to_string(kMaxTrainingCounter) +
+                      " (2^53, the most a run counts); lower --steps or the batch size");
+  };
+  if (!counter_after(engine.global_samples(), remaining, s.train_batch_size)) {
+    refuse("global_samples", engine.global_samples(),
+           "train_batch_size " + std::to_string(s.train_batch_size));
+  }
+  if (!counter_after(engine.micro_steps(), remaining, s.gradient_accumulation_steps)) {
+    refuse("micro_steps", engine.micro_steps(),
+           "gradient_accumulation_steps " + std::to_string(s.gradient_accumulation_steps));
+  }
+  return *tokens;
+}
+
+// Restores one data source from the checkpoint's client state; messages name the file and field.
+void restore_data(TrainingData& data, const nlohmann::json& client, const char* key,
+                  const std::string& state_file) {
+  if (!client.is_object()) {
+    throw FileError(state_file + ": field \"client_state\" must be a JSON object holding the data "
+                    "position (zero train writes {\"data\": ...}); the checkpoint is damaged or was "
+                    "edited by hand");
+  }
+  if (!client.contains(key)) return;
+  const std::string field = state_file + ": field \"client_state." + key + "\": ";
+  try {
+    data.restore(client.at(key));
+  } catch (const FileError& e) {
+    throw FileError(field + e.what());
+  } catch (const ConfigError& e) {
+    throw ConfigError(field + e.what());
+  }
 }
 
 }  // namespace
 
 TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* eval_data,
                              const TrainerOptions& options) {
-  if (options.steps < 0 || options.seq_len < 2) {
-    throw ConfigError("--steps must be >= 0 and --seq-len >= 2");
-  }
-  const int world = engine.comm().world_size();
+  check_options(options);
   const bool leader = engine.comm().rank() == 0;
   const bool quiet = options.quiet || !leader;
   if (!options.resume_dir.empty()) {
-    const nlohmann::json client = engine.load_checkpoint(options.resume_dir);
-    if (client.contains("data")) data.restore(client["data"]);
-    if (eval_data != nullptr && client.contains("eval_data")) eval_data->restore(client["eval_data"]);
+    const std::string tag = resolve_checkpoint_tag(options.resume_dir, "");
+    const std::string state_file =
+        (std::filesystem::path(options.resume_dir) / tag / "engine_state.json").string();
+    const nlohmann::json client = engine.load_checkpoint(options.resume_dir, tag);
+    restore_data(data, client, "data", state_file);
+    if (eval_data != nullptr) restore_data(*eval_data, client, "eval_data", state_file);
     if (!quiet) {
       std::printf("resumed from %s at step %lld\n", options.resume_dir.c_str(),
                   static_cast<long long>(engine.global_steps()));
@@ -84,9 +176,9 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
     if (!*log) throw FileError(options.log_json_path + ": cannot open the --log-json file for writing");
   }
   const EngineSettings& s = engine.settings();
+  const int world = engine.comm().world_size();
   // Tokens of the global batch; FLOPs of one rank's share (MFU is per device).
-  const int64_t tokens_per_step =
-      s.micro_batch_size * s.gradient_accumulation_steps * options.seq_len * world;
+  const int64_t tokens_per_step = check_run_fits(engine, options);
   double flops_per_step = 0.0;
   if (engine.model().config()) {
     flops_per_step = model::training_flops(*engine.model().config(),
@@ -133,7 +225,8 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
     const bool print = last || (s.steps_per_print > 0 && step % s.steps_per_print == 0);
     if (print) {
       const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
-      const double tokens_per_s = static_cast<double>(window_steps * tokens_per_step) / seconds;
+      const double tokens_per_s =
+          static_cast<double>(window_steps) * static_cast<double>(tokens_per_step) / seconds;
       const double mean_loss = window_loss / static_cast<double>(window_steps);
       const double achieved = flops_per_step * static_cast<double>(window_steps) / seconds;
       const double mfu = options.peak_flops > 0 ? achieved / options.peak_flops : 0.0;
@@ -153,7 +246,10 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                     mib(mem.total_live_bytes), mib(mem.live(MemoryCategory::kParams)),
                     mib(mem.live(MemoryCategory::kGrads)), mib(mem.live(MemoryCategory::kOptimizer)),
                     mib(mem.peak(MemoryCategory::kActivations)));
+        if (s.memory_breakdown) std::printf("%s\n", memory_breakdown_line(mem).c_str());
       }
+      // memory_breakdown reports peaks per print window, as DeepSpeed resets its peak counters.
+      if (s.memory_breakdown) engine.model().backend().allocator().reset_peaks();
       if (log) {
         nlohmann::json line = {{"step", step},
                                {"loss", mean_loss},
@@ -187,7 +283,9 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   summary.steps = engine.global_steps();
   summary.tokens_per_second =
-      summary.seconds > 0 ? static_cast<double>(steps_run * tokens_per_step) / summary.seconds : 0.0;
+      summary.seconds > 0
+          ? static_cast<double>(steps_run) * static_cast<double>(tokens_per_step) / summary.seconds
+          : 0.0;
   if (eval_data != nullptr) summary.final_eval_loss = evaluate(engine, *eval_data, options);
   if (!options.save_dir.empty() && steps_run > 0) save("end of training");
   if (!quiet && s.comms_logger.enabled) print_comm_summary(engine, "whole run");

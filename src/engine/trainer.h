@@ -12,9 +12,13 @@
 
 namespace zero::engine {
 
+// The longest sequence the trainer accepts (tokens per sequence, `zero train --seq-len`).
+inline constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 1;
+
 struct TrainerOptions {
-  int64_t steps = 100;           // optimizer steps to reach (counting steps already in --resume)
-  int64_t seq_len = 64;
+  int64_t steps = 100;           // optimizer steps to reach (counting steps already in --resume),
+                                 // at most kMaxTrainingCounter (engine_state.h)
+  int64_t seq_len = 64;          // 2 .. kMaxSeqLen
   std::string save_dir;          // empty: no checkpoints
   int64_t save_every = 0;        // 0: only at the end (when save_dir is set)
   std::string resume_dir;        // empty: fresh start; else loads <dir>/latest
@@ -40,7 +44,11 @@ struct TrainingSummary {
 
 // Trains `engine` on `data` (and evaluates on `eval_data` when given) per `options`. Every rank
 // of the engine's group calls it; rank 0 alone prints and writes the JSON log, and the losses it
-// reports are averaged over ranks.
+// reports are averaged over ranks. Before training it checks that the whole run fits the stated
+// limits — options in range, tokens per step and per micro-batch representable, and the step,
+// sample and micro-step counters at the end of the run at most kMaxTrainingCounter — and throws
+// ConfigError naming the flag or config key otherwise, so no counter can overflow mid-run. A
+// failed resume changes nothing on disk.
 TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* eval_data,
                              const TrainerOptions& options);
 

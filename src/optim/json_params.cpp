@@ -26,6 +26,11 @@ double JsonParams::number(const char* key, double fallback, bool positive) {
 
 int64_t JsonParams::integer(const char* key, int64_t fallback) {
   const double v = number(key, static_cast<double>(fallback));
+  // Casting a double outside int64's range is undefined; 2^53 is where doubles stop counting.
+  if (!(std::fabs(v) <= 9007199254740992.0)) {
+    throw ConfigError(where_ + "." + key + " = " + params_.at(key).dump() +
+                      " is out of range: it must be at most 2^53 (9007199254740992)");
+  }
   if (v != std::floor(v)) {
     throw ConfigError(where_ + "." + key + " must be an integer, got " + params_.at(key).dump());
   }

@@ -4,9 +4,15 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 
 namespace zero::tools {
 namespace {
+
+// Flag names longer than this get no "did you mean" suggestion: the edit distance costs
+// length x length, and no flag is anywhere near this long.
+constexpr size_t kMaxSuggestedLength = 64;
+constexpr size_t kMaxShownChars = 80;
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -25,8 +31,25 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::string ArgParser::shown(const std::string& text) {
+  std::string out;
+  for (const char c : text.substr(0, kMaxShownChars)) {
+    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+  }
+  if (text.size() > kMaxShownChars) {
+    out += "... (" + std::to_string(text.size()) + " characters)";
+  }
+  return out;
+}
+
 ArgParser::ArgParser(std::string command, std::vector<std::string> args)
     : command_(std::move(command)), args_(std::move(args)) {}
+
+ArgParser& ArgParser::synopsis(std::string line, std::string notes) {
+  synopsis_ = std::move(line);
+  notes_ = std::move(notes);
+  return *this;
+}
 
 ArgParser& ArgParser::option(const std::string& name, const std::string& default_value,
                              const std::string& help) {
@@ -38,12 +61,13 @@ ArgParser& ArgParser::option(const std::string& name, const std::string& default
 bool ArgParser::parse() {
   for (size_t i = 0; i < args_.size(); ++i) {
     const std::string& arg = args_[i];
-    if (arg == "--help" || arg == "-h") {
+    if (is_help(arg)) {
       std::fputs(usage().c_str(), stdout);
       return false;
     }
     if (arg.rfind("--", 0) != 0) {
-      throw ConfigError("zero " + command_ + ": unexpected argument \"" + arg + "\"\n" + usage());
+      throw ConfigError("zero " + command_ + ": unexpected argument \"" + shown(arg) + "\"\n" +
+                        usage());
     }
     std::string name = arg.substr(2);
     std::string value;
@@ -55,13 +79,16 @@ bool ArgParser::parse() {
     }
     if (!options_.count(name)) {
       std::string closest;
-      size_t best = SIZE_MAX;
-      for (const auto& known : order_) {
-        const size_t d = edit_distance(name, known);
-        if (d < best) best = d, closest = known;
+      if (name.size() <= kMaxSuggestedLength) {
+        size_t best = SIZE_MAX;
+        for (const auto& known : order_) {
+          const size_t d = edit_distance(name, known);
+          if (d < best) best = d, closest = known;
+        }
       }
-      throw ConfigError("zero " + command_ + ": unknown flag --" + name +
-                        (closest.empty() ? "" : " (did you mean --" + closest + "?)"));
+      throw ConfigError("zero " + command_ + ": unknown flag --" + shown(name) +
+                        (closest.empty() ? "" : " (did you mean --" + closest + "?)") +
+                        "; `zero " + command_ + " --help` lists the flags");
     }
     if (!has_value) {
       if (i + 1 >= args_.size()) {
@@ -79,25 +106,39 @@ std::string ArgParser::get(const std::string& name) const {
   return it != values_.end() ? it->second : options_.at(name).default_value;
 }
 
+void ArgParser::bad_value(const std::string& name, const std::string& expected) const {
+  throw ConfigError("zero " + command_ + ": --" + name + " must be " + expected + ", got \"" +
+                    shown(get(name)) + "\"");
+}
+
 int64_t ArgParser::get_int(const std::string& name) const {
-  const std::string text = get(name);
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw ConfigError("zero " + command_ + ": --" + name + " must be an integer, got \"" + text + "\"");
+  const std::optional<int64_t> value = parse_int64(get(name));
+  if (!value) bad_value(name, "an integer (from -2^63 to 2^63 - 1, digits only)");
+  return *value;
+}
+
+double ArgParser::get_double(const std::string& name) const {
+  const std::optional<double> value = parse_finite_double(get(name));
+  if (!value) bad_value(name, "a finite number (e.g. 3e-4)");
+  return *value;
+}
+
+bool ArgParser::get_bool(const std::string& name) const {
+  const std::optional<bool> value = parse_bool(get(name));
+  if (!value) bad_value(name, "true or false");
+  return *value;
 }
 
 std::string ArgParser::usage() const {
-  std::string out = "usage: zero " + command_ + " [flags]\n";
+  std::string out =
+      "usage: " + (synopsis_.empty() ? "zero " + command_ + " [flags]" : synopsis_) + "\n";
   for (const auto& name : order_) {
     const Option& o = options_.at(name);
     out += "  --" + name + " (default: " + (o.default_value.empty() ? "none" : o.default_value) +
            ")\n      " + o.help + "\n";
   }
-  return out;
+  out += "  -h, --help\n      print this text\n";
+  return out + notes_;
 }
 
 }  // namespace zero::tools

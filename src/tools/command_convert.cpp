@@ -12,9 +12,10 @@ namespace zero::tools {
 int run_convert(const Args& args) {
   std::vector<std::string> positional, flags;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].rfind("--", 0) == 0) {
+    if (args[i].rfind("--", 0) == 0 || ArgParser::is_help(args[i])) {
       flags.push_back(args[i]);
-      if (args[i].find('=') == std::string::npos && i + 1 < args.size() && args[i] != "--help") {
+      if (args[i].find('=') == std::string::npos && i + 1 < args.size() &&
+          !ArgParser::is_help(args[i])) {
         flags.push_back(args[++i]);
       }
     } else {
@@ -22,11 +23,14 @@ int run_convert(const Args& args) {
     }
   }
   ArgParser parser("convert", flags);
+  parser.synopsis("zero convert CKPT_DIR OUT_DIR [--tag TAG] [--dtype f32|bf16|f16]",
+                  "  CKPT_DIR is a `zero train --save` directory; OUT_DIR receives config.json and "
+                  "model.safetensors\n");
   parser.option("tag", "", "checkpoint tag (default: the one in CKPT_DIR/latest)")
       .option("dtype", "f32", "dtype of the saved weights: f32, bf16 or f16");
   if (!parser.parse()) return 0;
   if (positional.size() != 2) {
-    throw ConfigError("usage: zero convert CKPT_DIR OUT_DIR [--tag TAG] [--dtype f32|bf16|f16]");
+    throw ConfigError("zero convert takes two paths, CKPT_DIR and OUT_DIR\n" + parser.usage());
   }
   engine::convert_checkpoint_to_hf(positional[0], parser.get("tag"), positional[1],
                                    parse_dtype(parser.get("dtype"), "--dtype"));

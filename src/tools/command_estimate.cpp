@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "model/transformer_config.h"
 #include "sharding/memory_estimator.h"
 #include "tools/arg_parser.h"
@@ -32,40 +33,54 @@ std::string gib(int64_t bytes) {
 }
 
 // A count such as 176e9, 176B, 3.6B, 350M, 7K or 1.5T (B is a billion, as model names use it).
+// The number is parsed strictly (the whole text, finite) and must stay below 9e18 after scaling.
 int64_t parse_count(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    double value = std::stod(text, &used);
-    const std::string suffix = text.substr(used);
-    if (suffix == "K" || suffix == "k") value *= 1e3;
-    else if (suffix == "M" || suffix == "m") value *= 1e6;
-    else if (suffix == "B" || suffix == "b" || suffix == "G" || suffix == "g") value *= 1e9;
-    else if (suffix == "T" || suffix == "t") value *= 1e12;
-    else if (!suffix.empty()) used = 0;
-    if (used > 0 && std::isfinite(value) && value > 0 && value < 9e18) {
-      return static_cast<int64_t>(std::llround(value));
+  std::string number = text;
+  double scale = 1.0;
+  if (!number.empty()) {
+    switch (number.back()) {
+      case 'K': case 'k': scale = 1e3; break;
+      case 'M': case 'm': scale = 1e6; break;
+      case 'B': case 'b': case 'G': case 'g': scale = 1e9; break;
+      case 'T': case 't': scale = 1e12; break;
+      default: break;
     }
-  } catch (const std::exception&) {
+    if (scale != 1.0) number.pop_back();
+  }
+  const std::optional<double> value = parse_finite_double(number);
+  if (value && *value > 0 && *value * scale < 9e18) {
+    return static_cast<int64_t>(std::llround(*value * scale));
   }
   throw ConfigError("zero estimate: --" + flag +
-                    " must be a positive count like 176e9, 176B or 350M, got \"" + text + "\"");
+                    " must be a positive count below 9e18 like 176e9, 176B or 350M, got \"" +
+                    ArgParser::shown(text) + "\"");
 }
+
+// GiB of memory: positive, finite, and at most kMaxGiB so the byte count fits an int64.
+constexpr double kMaxGiB = 1 << 30;  // 1 EiB
 
 double parse_gib(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(value) && value > 0) return value;
-  } catch (const std::exception&) {
-  }
-  throw ConfigError("zero estimate: --" + flag + " must be a positive number of GiB (e.g. 80), got \"" +
-                    text + "\"");
+  const std::optional<double> value = parse_finite_double(text);
+  if (value && *value > 0 && *value <= kMaxGiB) return *value;
+  throw ConfigError("zero estimate: --" + flag + " must be a positive number of GiB up to 2^30 "
+                    "(e.g. 80), got \"" + ArgParser::shown(text) + "\"");
 }
 
-int64_t positive_int(const ArgParser& parser, const std::string& flag) {
+// Stated limits for counts of hardware and batch shapes: products of them and of model sizes
+// stay far inside int64 in the estimator.
+constexpr int64_t kMaxGpusPerNode = 1 << 10;
+constexpr int64_t kMaxNodes = 1 << 20;
+constexpr int64_t kMaxMicroBatch = 1 << 16;
+constexpr int64_t kMaxEstimateSeqLen = 1 << 24;
+
+int64_t positive_int(const ArgParser& parser, const std::string& flag, int64_t max) {
   const int64_t value = parser.get_int(flag);
   if (value <= 0) {
     throw ConfigError("zero estimate: --" + flag + " must be at least 1, got " + std::to_string(value));
+  }
+  if (value > max) {
+    throw ConfigError("zero estimate: --" + flag + " must be at most " + std::to_string(max) +
+                      ", got " + std::to_string(value));
   }
   return value;
 }
@@ -79,14 +94,17 @@ std::optional<OffloadDevice> parse_device(const ArgParser& parser, const std::st
   throw ConfigError("zero estimate: --" + flag + " must be none, cpu or nvme, got \"" + text + "\"");
 }
 
-bool parse_bool(const std::string& flag, const std::string& text) {
-  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
-  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
-  throw ConfigError("zero estimate: --" + flag + " takes no value or true/false, got \"" + text + "\"");
+bool parse_flag_bool(const std::string& flag, const std::string& text) {
+  if (text == "on") return true;
+  if (text == "off") return false;
+  if (const std::optional<bool> value = parse_bool(text)) return *value;
+  throw ConfigError("zero estimate: --" + flag + " takes no value or true/false, got \"" +
+                    ArgParser::shown(text) + "\"");
 }
 
 model::TransformerConfig load_model(const std::string& name) {
-  if (fs::is_directory(name)) {
+  std::error_code error;
+  if (fs::is_directory(name, error)) {
     return model::TransformerConfig::from_hf_file((fs::path(name) / "config.json").string());
   }
   try {
@@ -162,18 +180,16 @@ int run_estimate(const Args& args) {
   } else {
     throw ConfigError("zero estimate: pass --params N (e.g. 176B) or --model PRESET|DIR\n" + parser.usage());
   }
-  shape.gpus_per_node = positive_int(parser, "gpus-per-node");
-  shape.num_nodes = positive_int(parser, "nodes");
+  shape.gpus_per_node = positive_int(parser, "gpus-per-node", kMaxGpusPerNode);
+  shape.num_nodes = positive_int(parser, "nodes", kMaxNodes);
   {
     const std::string text = parser.get("buffer-factor");
-    try {
-      size_t used = 0;
-      shape.additional_buffer_factor = std::stod(text, &used);
-      if (used != text.size() || !(shape.additional_buffer_factor >= 1.0)) throw std::invalid_argument(text);
-    } catch (const std::exception&) {
-      throw ConfigError("zero estimate: --buffer-factor must be a number >= 1 (DeepSpeed uses 1.5), got \"" +
-                        text + "\"");
+    const std::optional<double> factor = parse_finite_double(text);
+    if (!factor || *factor < 1.0 || *factor > 100.0) {
+      throw ConfigError("zero estimate: --buffer-factor must be a number from 1 to 100 (DeepSpeed "
+                        "uses 1.5), got \"" + ArgParser::shown(text) + "\"");
     }
+    shape.additional_buffer_factor = *factor;
   }
   if (shape.largest_layer_params > shape.total_params) {
     throw ConfigError("zero estimate: --largest-layer-params (" + std::to_string(shape.largest_layer_params) +
@@ -217,9 +233,9 @@ int run_estimate(const Args& args) {
   }
 
   // Activations, when a micro-batch is described.
-  if (!parser.get("json").empty()) json = json || parse_bool("json", parser.get("json"));
+  if (!parser.get("json").empty()) json = json || parse_flag_bool("json", parser.get("json"));
   const bool checkpointing =
-      checkpointing_flag || parse_bool("activation-checkpointing", parser.get("activation-checkpointing"));
+      checkpointing_flag || parse_flag_bool("activation-checkpointing", parser.get("activation-checkpointing"));
   const std::string attention = parser.get("attention");
   if (attention != "flash" && attention != "eager") {
     throw ConfigError("zero estimate: --attention must be flash or eager, got \"" + attention + "\"");
@@ -235,8 +251,9 @@ int run_estimate(const Args& args) {
     if (parser.get("seq-len").empty()) {
       throw ConfigError("zero estimate: --seq-len N is needed for the activation estimate");
     }
-    settings.micro_batch = parser.get("micro-batch").empty() ? 1 : positive_int(parser, "micro-batch");
-    settings.seq_len = positive_int(parser, "seq-len");
+    settings.micro_batch =
+        parser.get("micro-batch").empty() ? 1 : positive_int(parser, "micro-batch", kMaxMicroBatch);
+    settings.seq_len = positive_int(parser, "seq-len", kMaxEstimateSeqLen);
     settings.checkpointing = checkpointing;
     settings.flash_attention = attention == "flash";
     activations = sharding::estimate_activations(*config, settings);

@@ -16,6 +16,14 @@
 #include "tools/command.h"
 
 namespace zero::tools {
+namespace {
+
+// Stated limits for the random batch: batch x seq_len tokens then always fit an int64 count
+// (2^20 x 2^31), and memory, not arithmetic, is what stops a run that is too big.
+constexpr int64_t kMaxBatch = int64_t{1} << 20;
+constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 1;
+
+}  // namespace
 
 int run_forward_backward(const Args& args) {
   ArgParser parser("forward-backward", args);
@@ -29,8 +37,13 @@ int run_forward_backward(const Args& args) {
   const int64_t batch = parser.get_int("batch");
   const int64_t seq_len = parser.get_int("seq-len");
   const auto seed = static_cast<uint64_t>(parser.get_int("seed"));
-  if (batch <= 0 || seq_len < 2) {
-    throw ConfigError("zero forward-backward: --batch must be >= 1 and --seq-len >= 2");
+  if (batch < 1 || batch > kMaxBatch) {
+    throw ConfigError("zero forward-backward: --batch must be from 1 to " + std::to_string(kMaxBatch) +
+                      ", got " + std::to_string(batch));
+  }
+  if (seq_len < 2 || seq_len > kMaxSeqLen) {
+    throw ConfigError("zero forward-backward: --seq-len must be from 2 to " +
+                      std::to_string(kMaxSeqLen) + ", got " + std::to_string(seq_len));
   }
   const DType dtype = parse_dtype(parser.get("dtype"), "--dtype");
   if (dtype != DType::kF32 && dtype != DType::kF64) {
@@ -46,6 +59,11 @@ int run_forward_backward(const Args& args) {
     model::init_parameters(*model, seed);
   }
   const model::TransformerConfig& config = *model->config();
+  if (config.learned_positions && seq_len > config.max_position_embeddings) {
+    throw ConfigError("zero forward-backward: --seq-len " + std::to_string(seq_len) +
+                      " exceeds the model's " + std::to_string(config.max_position_embeddings) +
+                      " positions");
+  }
 
   std::mt19937_64 rng(seed);
   Tensor ids = Tensor::zeros_host({batch, seq_len}, DType::kI64);

@@ -2,16 +2,16 @@
 // (or one of its tags), a safetensors file or a .bin token shard.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
 #include "data/token_shard.h"
+#include "engine/checkpoint_dir.h"
+#include "engine/engine_state.h"
 #include "io/safetensors_reader.h"
 #include "model/transformer_config.h"
+#include "tools/arg_parser.h"
 #include "tools/command.h"
 
 namespace zero::tools {
@@ -54,60 +54,89 @@ void describe_model_folder(const std::string& dir) {
               static_cast<long long>(config.vocab_size), static_cast<long long>(config.max_position_embeddings),
               static_cast<long long>(config.intermediate_size), config.tie_word_embeddings ? "yes" : "no");
   std::printf("  %lld parameters\n", static_cast<long long>(config.num_parameters()));
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().extension() == ".safetensors") {
-      const auto file = io::SafetensorsFile::open(entry.path().string());
-      std::printf("  %s: %zu tensors\n", entry.path().filename().c_str(), file.entries().size());
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    if (it->path().extension() == ".safetensors") {
+      const auto file = io::SafetensorsFile::open(it->path().string());
+      std::printf("  %s: %zu tensors\n", it->path().filename().c_str(), file.entries().size());
     }
   }
+  if (error) throw FileError(dir + ": cannot list the folder (" + error.message() + ")");
 }
 
-void describe_checkpoint(const fs::path& folder) {
-  std::ifstream in(folder / "engine_state.json");
-  const nlohmann::json s = nlohmann::json::parse(in);
-  std::printf("zero.cpp checkpoint %s (tag %s)\n", folder.c_str(), s.value("tag", "?").c_str());
+// Through the same reader as resume and convert: what inspect shows is what they would load.
+void describe_checkpoint(const std::string& tag_dir) {
+  const engine::EngineState s = engine::read_engine_state(tag_dir);
+  std::printf("zero.cpp checkpoint %s (tag %s)\n", tag_dir.c_str(), s.tag.c_str());
   std::printf("  global steps %lld, samples %lld, skipped %lld, world size %d, ZeRO stage %d\n",
-              static_cast<long long>(s.value("global_steps", 0)), static_cast<long long>(s.value("global_samples", 0)),
-              static_cast<long long>(s.value("skipped_steps", 0)), s.value("world_size", 1), s.value("zero_stage", 0));
+              static_cast<long long>(s.global_steps), static_cast<long long>(s.global_samples),
+              static_cast<long long>(s.skipped_steps), s.world_size, s.zero_stage);
   std::printf("  optimizer %s (%lld steps), scheduler at iteration %lld, %zu parameters tensors\n",
-              s["optimizer"].value("type", "?").c_str(), static_cast<long long>(s["optimizer"].value("step_count", 0)),
-              static_cast<long long>(s["scheduler"].value("last_batch_iteration", -1)), s["parameters"].size());
-  if (s.contains("loss_scaler")) {
-    const nlohmann::json& scaler = s["loss_scaler"];
+              s.optimizer_type.c_str(), static_cast<long long>(s.optimizer_step_count),
+              static_cast<long long>(s.scheduler_last_batch_iteration), s.parameters.size());
+  if (s.loss_scaler) {
     std::printf("  fp16 loss scale %g (hysteresis left %lld, last overflow at scaler iteration %lld)\n",
-                scaler.value("scale", 0.0), static_cast<long long>(scaler.value("hysteresis", 0)),
-                static_cast<long long>(scaler.value("last_overflow_iteration", -1)));
+                s.loss_scaler->scale, static_cast<long long>(s.loss_scaler->hysteresis),
+                static_cast<long long>(s.loss_scaler->last_overflow_iteration));
   }
-  if (s.contains("model_config") && s["model_config"].contains("architectures")) {
-    std::printf("  model %s\n", s["model_config"]["architectures"][0].get<std::string>().c_str());
-  }
+  if (s.model_config) std::printf("  model %s\n", s.model_config->architecture.c_str());
 }
+
+bool path_exists(const fs::path& path) {
+  std::error_code error;
+  return fs::exists(path, error);
+}
+
+constexpr const char* kUsage =
+    "usage: zero inspect PATH\n"
+    "  PATH is one of:\n"
+    "    a Hugging Face model folder (with config.json)\n"
+    "    a checkpoint directory (with latest: shows the checkpoint it names) or one checkpoint\n"
+    "      folder DIR/<tag> (with engine_state.json)\n"
+    "    a .safetensors file, or a .bin token shard\n"
+    "  -h, --help\n      print this text\n";
 
 }  // namespace
 
 int run_inspect(const Args& args) {
-  if (args.size() != 1) throw ConfigError("usage: zero inspect PATH");
+  for (const std::string& arg : args) {
+    if (ArgParser::is_help(arg)) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
+  if (args.size() == 1 && args[0].rfind("--", 0) == 0) {
+    throw ConfigError("zero inspect: unknown flag " + ArgParser::shown(args[0]) +
+                      " (inspect takes only a PATH)\n" + kUsage);
+  }
+  if (args.size() != 1) throw ConfigError(std::string("zero inspect takes one PATH\n") + kUsage);
   const fs::path path = args[0];
-  if (!fs::exists(path)) throw FileError(path.string() + ": does not exist");
-  if (fs::is_directory(path)) {
-    if (fs::exists(path / "config.json")) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (error && error != std::errc::no_such_file_or_directory) {
+    throw FileError(ArgParser::shown(path.string()) + ": cannot inspect (" + error.message() + ")");
+  }
+  if (!fs::exists(status)) throw FileError(ArgParser::shown(path.string()) + ": does not exist");
+  if (fs::is_directory(status)) {
+    if (path_exists(path / "config.json")) {
       describe_model_folder(path.string());
-    } else if (fs::exists(path / "engine_state.json")) {
-      describe_checkpoint(path);
-    } else if (fs::exists(path / "latest")) {
-      std::ifstream latest(path / "latest");
-      std::string tag;
-      latest >> tag;
-      describe_checkpoint(path / tag);
+    } else if (path_exists(path / "engine_state.json")) {
+      describe_checkpoint(path.string());
+    } else if (path_exists(path / "latest")) {
+      // The same `latest` checks as resume and convert: a tag inside this directory only.
+      const std::string tag = engine::resolve_checkpoint_tag(path.string(), "");
+      describe_checkpoint((path / tag).string());
     } else {
-      throw FileError(path.string() + ": neither a model folder (config.json) nor a checkpoint (latest)");
+      throw FileError(path.string() + ": neither a model folder (config.json) nor a checkpoint "
+                                      "(latest or engine_state.json)");
     }
   } else if (path.extension() == ".safetensors") {
     describe_safetensors(path.string());
   } else if (path.extension() == ".bin") {
     describe_shard(path.string());
   } else {
-    throw FileError(path.string() + ": unknown kind of file (expected .safetensors or .bin)");
+    throw FileError(ArgParser::shown(path.string()) +
+                    ": unknown kind of file (expected .safetensors or .bin)");
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 
 #include "comm/hostfile.h"
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "tools/arg_parser.h"
 #include "tools/command.h"
 
@@ -29,6 +30,9 @@ namespace zero::tools {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The most ranks one launch starts (as many as a checkpoint may record).
+constexpr int64_t kMaxRanks = int64_t{1} << 20;
 
 // Quotes an argument for the printed command line only when a shell would split or expand it.
 std::string shell_quote(const std::string& arg) {
@@ -99,31 +103,31 @@ int run_launch(const Args& args) {
     throw ConfigError("zero launch: put the zero command after --, e.g. `zero launch -n 2 -- train --model tiny`");
   }
   ArgParser parser("launch", flags);
+  parser.synopsis("zero launch -n N [--hostfile FILE] [--oversubscribe] [--dry-run] -- ARGS",
+                  "then: -- ARGS, the zero command each rank runs (e.g. -- train --model tiny)\n");
   parser.option("np", "", "ranks to start, also -n N (default: the hostfile's total slots)")
       .option("hostfile", "", "DeepSpeed hostfile: `hostname slots=N` per line")
       .option("mpirun", "mpirun", "the mpirun to run (OpenMPI)")
       .option("oversubscribe", "", "a bare flag: allow more ranks than slots (or cores)")
       .option("dry-run", "", "a bare flag: print the mpirun command instead of running it");
-  if (!parser.parse()) {
-    std::fputs("then: -- ARGS, the zero command each rank runs (e.g. -- train --model tiny)\n", stdout);
-    return 0;
-  }
+  if (!parser.parse()) return 0;
   const std::string hostfile = parser.get("hostfile");
   std::optional<std::vector<comm::HostSlots>> hosts;
+  // read_hostfile takes only a regular file of hostfile size (a FIFO or /dev/zero is refused).
   if (!hostfile.empty()) hosts = comm::read_hostfile(hostfile);
   int64_t ranks = 0;
   if (!parser.get("np").empty()) {
     const std::string text = parser.get("np");
-    size_t used = 0;
-    try {
-      ranks = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    const std::optional<int64_t> parsed = parse_int64(text);
+    if (!parsed) {
+      throw ConfigError("zero launch: -n must be a number of ranks, got \"" + ArgParser::shown(text) + "\"");
     }
-    if (used != text.size() || used == 0) {
-      throw ConfigError("zero launch: -n must be a number of ranks, got \"" + text + "\"");
-    }
+    ranks = *parsed;
     if (ranks < 1) throw ConfigError("zero launch: -n must be at least 1, got " + std::to_string(ranks));
+    if (ranks > kMaxRanks) {
+      throw ConfigError("zero launch: -n must be at most " + std::to_string(kMaxRanks) + ", got " +
+                        std::to_string(ranks));
+    }
   } else if (hosts) {
     ranks = comm::total_slots(*hosts);
   } else {

@@ -2,10 +2,12 @@
 // to llm.c .bin token shards with the byte-level tokenizer (vocabulary 256). The work is
 // data::prepare_text_files; this file only turns flags into its arguments and prints counts.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "data/prepare_text.h"
 #include "tools/arg_parser.h"
 #include "tools/command.h"
@@ -16,14 +18,12 @@ namespace {
 constexpr double kDefaultValFraction = 0.1;
 
 double parse_fraction(const std::string& text) {
-  try {
-    size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
+  const std::optional<double> value = parse_finite_double(text);
+  if (!value || *value <= 0.0 || *value >= 1.0) {
+    throw ConfigError("zero prepare: --val-fraction must be a number in (0, 1), got \"" +
+                      ArgParser::shown(text) + "\"");
   }
-  throw ConfigError("zero prepare: --val-fraction must be a number in (0, 1), got \"" + text +
-                    "\"");
+  return *value;
 }
 
 }  // namespace
@@ -33,15 +33,16 @@ int run_prepare(const Args& args) {
   std::vector<std::string> inputs, flags;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg.rfind("--", 0) == 0 || arg == "-h") {
+    if (arg.rfind("--", 0) == 0 || ArgParser::is_help(arg)) {
       flags.push_back(arg);
-      const bool takes_value = arg.find('=') == std::string::npos && arg != "--help" && arg != "-h";
+      const bool takes_value = arg.find('=') == std::string::npos && !ArgParser::is_help(arg);
       if (takes_value && i + 1 < args.size()) flags.push_back(args[++i]);
     } else {
       inputs.push_back(arg);
     }
   }
   ArgParser parser("prepare", flags);
+  parser.synopsis("zero prepare --out TRAIN.bin [--val-out VAL.bin --val-fraction F] TEXT_FILE...");
   parser.option("out", "", "the training shard to write (.bin); text files follow the flags")
       .option("val-out", "", "also write a validation shard (.bin) from the end of the text")
       .option("val-fraction", "", "fraction of the tokens for --val-out (default 0.1)");

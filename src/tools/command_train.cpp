@@ -271,7 +271,8 @@ int run_train(const Args& args) {
     }
   } else {
     data = std::make_unique<engine::ShardData>(split_paths(data_arg), vocab, seq_len, comm.rank(),
-                                               comm.world_size(), seed);
+                                               comm.world_size(), seed,
+                                               settings.dataloader_drop_last);
   }
   if (!parser.get("eval-data").empty()) {
     eval_data = std::make_unique<engine::ShardData>(split_paths(parser.get("eval-data")), vocab, seq_len,

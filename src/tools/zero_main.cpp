@@ -2,7 +2,9 @@
 // turned into exit codes; the library itself never exits.
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
+#include <vector>
 
 #include "comm/world.h"
 #include "core/error.h"
@@ -52,11 +54,20 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "estimate") return zero::tools::run_estimate(args);
   if (command == "launch") return zero::tools::run_launch(args);
   if (command == "forward-backward") return zero::tools::run_forward_backward(args);
-  if (command == "help" || command == "-h") {
+  if (command == "help" || command == "-h" || command == "--help") {
+    // `zero help COMMAND` is `zero COMMAND --help`.
+    if (command == "help" && !args.empty() && args[0] != "help" && args[0].rfind("-", 0) != 0) {
+      return dispatch(args[0], {"--help"});
+    }
     std::fputs(kUsage, stdout);
     return 0;
   }
-  std::fprintf(stderr, "zero: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
+  std::string shown = command.substr(0, 80);
+  for (char& c : shown) {
+    if (static_cast<unsigned char>(c) < 0x20) c = '?';
+  }
+  std::fprintf(stderr, "zero: unknown command \"%s%s\"\n\n%s", shown.c_str(),
+               command.size() > 80 ? "..." : "", kUsage);
   return 2;
 }
 
@@ -65,7 +76,8 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string command = "train";
-  if (!args.empty() && args[0].rfind("--", 0) != 0) {
+  // `zero --help` is the program's help; other leading flags belong to the default `train`.
+  if (!args.empty() && (args[0].rfind("--", 0) != 0 || args[0] == "--help")) {
     command = args[0];
     args.erase(args.begin());
   }
@@ -73,9 +85,18 @@ int main(int argc, char** argv) {
     zero::comm::WorldScope world_scope;
     try {
       return dispatch(command, args);
+    } catch (const zero::InternalError& e) {
+      return fail("internal error", e.what(), 3);
     } catch (const zero::Error& e) {
       return fail("error", e.what(), 2);
+    } catch (const std::bad_alloc&) {
+      // Memory, not a bug: something asked for more than this machine has.
+      return fail("error",
+                  "out of memory; a size on the command line, in the config or in a file is "
+                  "larger than this machine can hold (lower batch, sequence or model sizes)",
+                  2);
     } catch (const std::exception& e) {
+      // A library exception that no reader turned into a zero::Error: a bug in zero.cpp.
       return fail("internal error", e.what(), 3);
     }
   } catch (const zero::Error& e) {

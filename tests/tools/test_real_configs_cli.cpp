@@ -151,4 +151,19 @@ TEST_F(RealConfigsCliFiles, TrainerFlagsResolveAutoAndMismatchesFail) {
   expect_no_cpp_names(r.output);
 }
 
+TEST_F(RealConfigsCliFiles, MemoryBreakdownPrintsEveryCategoryAndTheProcess) {
+  const std::string with = write("mem.json", R"({"train_micro_batch_size_per_gpu": 2,
+                                                  "memory_breakdown": true, "steps_per_print": 1})");
+  Result r = run("train --deepspeed " + with + kQuick);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* part : {"memory breakdown: params ", "grads ", "optimizer ", "activations ",
+                           "accounted ", "process RSS "}) {
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  }
+  const std::string without = write("plain.json", R"({"train_micro_batch_size_per_gpu": 2})");
+  r = run("train --deepspeed " + without + kQuick);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("memory breakdown:"), std::string::npos) << r.output;
+}
+
 }  // namespace

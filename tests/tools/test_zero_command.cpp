@@ -184,7 +184,7 @@ TEST_F(ZeroCommand, BadInputExitsWithAMessage) {
       {"train --stpes 3", "did you mean --steps"},
       {"train --data " + (dir_ / "missing.bin").string(), "missing.bin"},
       {"train --data " + shard, "bad magic"},
-      {"train --deepspeed " + bad_config, "did you mean 'zero_optimization'"},
+      {"train --deepspeed " + bad_config, "looks like a misspelling of 'zero_optimization'"},
       {"train --resume " + (dir_ / "nowhere").string(), "does not exist"},
       {"convert " + (dir_ / "nowhere").string() + " " + (dir_ / "out").string(), "does not exist"},
       {"frobnicate", "unknown command"},
