@@ -109,19 +109,6 @@ model::Batch ShardData::next(int64_t micro_batch, int64_t seq_len) {
       sampler_->start_next_epoch();
     }
   }
-  if (drop_last_batch_) {
-    if (sampler_->samples_per_rank() < micro_batch) {
-      throw ConfigError("dataloader_drop_last is true, but each rank's share of --data (" +
-                        std::to_string(sampler_->samples_per_rank()) +
-                        " windows of --seq-len tokens) is less than one micro-batch (" +
-                        std::to_string(micro_batch) +
-                        "), so every batch would be dropped; give more data, a smaller "
-                        "micro-batch, or set dataloader_drop_last to false");
-    }
-    if (sampler_->samples_per_rank() - sampler_->position() < micro_batch) {
-      sampler_->start_next_epoch();
-    }
-  }
   model::Batch batch;
   batch.tokens = Tensor::zeros_host({micro_batch, seq_len}, DType::kI32);
   batch.targets = Tensor::zeros_host({micro_batch, seq_len}, DType::kI32);

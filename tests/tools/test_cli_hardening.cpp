@@ -19,29 +19,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/cli_runner.h"
+
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Result {
-  int exit_code;
-  std::string output;
-  double seconds;
-};
+using Result = zero::testing::CliResult;
 
-Result run(const std::string& args) {
-  const std::string command = std::string(ZERO_CLI_PATH) + " " + args + " 2>&1";
-  const auto start = std::chrono::steady_clock::now();
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, "", 0.0};
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
+Result run(const std::string& args) { return zero::testing::run_cli(args); }
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

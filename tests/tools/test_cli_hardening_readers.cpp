@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/cli_runner.h"
 #include "core/tensor.h"
 #include "io/fifo_watchdog.h"
 #include "io/safetensors_reader.h"
@@ -25,26 +26,9 @@
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;
-  double seconds;
-};
+using Result = zero::testing::CliResult;
 
-Result run(const std::string& args) {
-  const auto start = std::chrono::steady_clock::now();
-  // `timeout` turns a regression into a failure instead of a hung test.
-  const std::string command = "timeout 60 " + std::string(ZERO_CLI_PATH) + " " + args + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, "", 0.0};
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
+Result run(const std::string& args) { return zero::testing::run_cli(args, 60); }
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

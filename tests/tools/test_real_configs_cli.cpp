@@ -13,25 +13,14 @@
 #include <fstream>
 #include <string>
 
+#include "support/cli_runner.h"
+
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using Result = zero::testing::CliResult;
 
-Result run(const std::string& args) {
-  const std::string command = std::string(ZERO_CLI_PATH) + " " + args + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, ""};
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result run(const std::string& args) { return zero::testing::run_cli(args); }
 
 fs::path examples() { return fs::path(ZERO_TEST_FIXTURES) / ".." / ".." / "examples"; }
 fs::path corpus() { return fs::path(ZERO_TEST_FIXTURES) / ".." / "config" / "real_configs"; }
