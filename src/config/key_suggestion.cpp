@@ -68,7 +68,10 @@ std::optional<std::string> near_miss(std::string_view name,
   for (const std::string& candidate : known) {
     // Two edits cannot bridge a larger length difference: skip the table.
     if (length_gap(name.size(), candidate.size()) > 2) continue;
-    const size_t allowed = std::min(name.size(), candidate.size()) <= 4 ? 1 : 2;
+    // Two edits turn short words into other words ("comment" -> "comet"): keys under 8
+    // characters get one, keys of one or two characters none.
+    const size_t shorter = std::min(name.size(), candidate.size());
+    const size_t allowed = shorter >= 8 ? 2 : shorter >= 3 ? 1 : 0;
     const size_t distance = edit_distance(name, candidate);
     if (distance <= allowed && distance < best_distance) {
       best_distance = distance;

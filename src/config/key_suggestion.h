@@ -23,8 +23,9 @@ size_t edit_distance(std::string_view a, std::string_view b);
 std::string closest_name(std::string_view name, const std::vector<std::string>& candidates);
 
 // The known key `name` is a near miss of: equal once case, spaces, '-', '_' and '.' are ignored
-// ("Gradient_Accumulation_Steps ", "train-batch-size"), or within edit distance 2 (1 for keys of
-// four characters or fewer, where 2 edits reach unrelated words). Nothing when none is that close.
+// ("Gradient_Accumulation_Steps ", "train-batch-size"), or within edit distance 2 of a key of 8
+// or more characters (1 under 8, 0 under 3: two edits turn "comment" into "comet", a real
+// foreign key into a known one). Nothing when none is that close.
 std::optional<std::string> near_miss(std::string_view name,
                                      const std::vector<std::string>& known);
 

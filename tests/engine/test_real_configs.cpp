@@ -73,7 +73,7 @@ const std::map<std::string, Expectation>& corpus() {
           EXPECT_EQ(c.zero_optimization.stage, 1);
           EXPECT_EQ(c.zero_optimization.reduce_bucket_size, 500000000);
         }}},
-      {"foreign_keys.json", {"", 4}},
+      {"foreign_keys.json", {"", 5}},
       {"near_miss_typo.json", {"'zero_optimization.stage3_param_persistence_threshold'"}},
       {"trailing_space_key.json", {"'gradient_accumulation_steps'"}},
       {"case_typo.json", {"'train_micro_batch_size_per_gpu'"}},
