@@ -7,7 +7,8 @@
 // a setting that asks for something else; delete a row when its feature lands.
 //
 // Built since: prescale_gradients, gradient_predivide_factor, zero_optimization.reduce_scatter
-// false. Not gated on purpose: the aio section (only NVMe offload reads it, and NVMe offload is gated),
+// false, the csv_monitor and tensorboard monitors.
+// Not gated on purpose: the aio section (only NVMe offload reads it, and NVMe offload is gated),
 // ZeRO tuning knobs that only change memory or speed (bucket sizes, overlap_comm and stage3_*
 // are all honoured; sub_group_size and stage3_gather_16bit_weights_on_model_save need nothing:
 // the optimizer updates one partition at a time and every checkpoint consolidates with `zero
@@ -263,14 +264,10 @@ const std::vector<Gate>& gates() {
         row("comms_logger.debug",
             [](const Config& c) { return when_true(c.comms_logger.enabled && c.comms_logger.debug); },
             "caller names in communication logs", monitoring, off),
-        row("csv_monitor.enabled", [](const Config& c) { return when_true(c.csv_monitor.enabled); },
-            "CSV monitoring", monitoring, off),
-        row("tensorboard.enabled", [](const Config& c) { return when_true(c.tensorboard.enabled); },
-            "TensorBoard logging", monitoring, off),
         row("wandb.enabled", [](const Config& c) { return when_true(c.wandb.enabled); },
             "Weights & Biases logging", "",
-            "it needs a network; remove the section or set it to false, and use `zero train "
-            "--log-json FILE` for the same per-step metrics in a local file"),
+            "it needs a network; remove the section or set it to false, and log offline with the "
+            "tensorboard or csv_monitor section (or `zero train --log-json FILE`)"),
         row("flops_profiler.enabled",
             [](const Config& c) { return when_true(c.flops_profiler.enabled); },
             "the flops profiler", monitoring, off),

@@ -11,7 +11,8 @@
 
 namespace zero::config {
 
-// csv_monitor and tensorboard share their keys.
+// csv_monitor and tensorboard share their keys; rank 0 writes under output_path/job_name
+// (engine/monitor.h).
 struct FileMonitorConfig {
   bool enabled = false;
   std::string output_path;  // empty: under the launch directory

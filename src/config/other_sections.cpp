@@ -28,8 +28,8 @@ const std::vector<OtherSection>& other_sections() {
       {"quantize_training", "quantized training (MoQ)"},
       {"weight_quantization", "weight quantization"},
       {"comet", "Comet monitoring",
-       "it needs a network; remove the section (or set \"enabled\": false in it), and use "
-       "`zero train --log-json FILE` for the per-step metrics in a local file"},
+       "it needs a network; remove the section (or set \"enabled\": false in it), and log "
+       "offline with the tensorboard or csv_monitor section (or `zero train --log-json FILE`)"},
       {"timers", "DeepSpeed's throughput timers"},
       {"disable_allgather", "disabling the ZeRO all-gather"},
       {"sparse_gradients", "sparse (CSR) gradients"},

@@ -31,6 +31,8 @@ EngineSettings settings_from_config(const config::DeepSpeedConfig& config, const
   s.data_types = config.data_types;
   s.communication_data_type = config.communication_data_type;
   s.comms_logger = config.comms_logger;
+  s.tensorboard = config.tensorboard;
+  s.csv_monitor = config.csv_monitor;
   s.source_config = config.to_json();
   return s;
 }

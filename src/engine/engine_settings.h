@@ -44,6 +44,9 @@ struct EngineSettings {
   config::DataTypesConfig data_types;
   std::optional<config::PrecisionType> communication_data_type;
   config::CommsLoggerConfig comms_logger;
+  // Monitors (engine/monitor.h): rank 0 writes metrics under output_path/job_name.
+  config::FileMonitorConfig tensorboard;
+  config::FileMonitorConfig csv_monitor;
   nlohmann::json source_config = nlohmann::json::object();  // the resolved DeepSpeed JSON
 };
 

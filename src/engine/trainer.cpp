@@ -16,6 +16,7 @@
 #include "engine/checkpoint_dir.h"
 #include "engine/engine_state.h"
 #include "engine/memory_report.h"
+#include "engine/monitor.h"
 #include "model/model_flops.h"
 
 namespace zero::engine {
@@ -179,6 +180,9 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   const int world = engine.comm().world_size();
   // Tokens of the global batch; FLOPs of one rank's share (MFU is per device).
   const int64_t tokens_per_step = check_run_fits(engine, options);
+  // csv_monitor / tensorboard (rank 0): directories and files exist before the first step, so an
+  // unwritable output_path stops the run here.
+  const std::unique_ptr<MonitorFanout> monitor = create_monitors(s, engine.comm().rank());
   double flops_per_step = 0.0;
   if (engine.model().config()) {
     flops_per_step = model::training_flops(*engine.model().config(),
@@ -206,6 +210,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   int64_t window_steps = 0;
   int64_t steps_run = 0;
   while (engine.global_steps() < options.steps) {
+    const int64_t samples_before_step = engine.global_samples();
     const double loss = rank_mean(
         engine, engine.train_batch([&] { return data.next(s.micro_batch_size, options.seq_len); }));
     if (!std::isfinite(loss)) {
@@ -217,6 +222,13 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
       throw Error("test fault injected by ZERO_TEST_FAULT on rank " +
                   std::to_string(options.fault_rank) + " after step " +
                   std::to_string(options.fault_step));
+    }
+    // DeepSpeed's events: the loss from backward(), before the step counts its samples; the
+    // learning rate and loss scale after it (the values the next step uses).
+    monitor->write_event(kTrainLossMetric, loss, samples_before_step);
+    monitor->write_event(kLearningRateMetric, engine.get_lr(), engine.global_samples());
+    if (s.fp16.enabled) {
+      monitor->write_event(kLossScaleMetric, engine.loss_scale(), engine.global_samples());
     }
     window_loss += loss;
     ++window_steps;
@@ -263,6 +275,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
         *log << line.dump() << "\n";
         log->flush();
       }
+      monitor->flush();
       if (!quiet && s.comms_logger.enabled && s.comms_logger.verbose) {
         print_comm_summary(engine, ("after step " + std::to_string(step)).c_str());
       }
@@ -275,6 +288,8 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
     if (eval_data != nullptr && options.eval_every > 0 && step % options.eval_every == 0 && !last) {
       const double eval_loss = evaluate(engine, *eval_data, options);
       if (!quiet) std::printf("eval   %6lld | loss %.4f\n", static_cast<long long>(step), eval_loss);
+      monitor->write_event(kEvalLossMetric, eval_loss, engine.global_samples());
+      monitor->flush();
     }
     if (!options.save_dir.empty() && options.save_every > 0 && step % options.save_every == 0 && !last) {
       save("--save-every");
@@ -286,7 +301,11 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
       summary.seconds > 0
           ? static_cast<double>(steps_run) * static_cast<double>(tokens_per_step) / summary.seconds
           : 0.0;
-  if (eval_data != nullptr) summary.final_eval_loss = evaluate(engine, *eval_data, options);
+  if (eval_data != nullptr) {
+    summary.final_eval_loss = evaluate(engine, *eval_data, options);
+    monitor->write_event(kEvalLossMetric, *summary.final_eval_loss, engine.global_samples());
+  }
+  monitor->flush();
   if (!options.save_dir.empty() && steps_run > 0) save("end of training");
   if (!quiet && s.comms_logger.enabled) print_comm_summary(engine, "whole run");
   return summary;

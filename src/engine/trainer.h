@@ -43,7 +43,8 @@ struct TrainingSummary {
 };
 
 // Trains `engine` on `data` (and evaluates on `eval_data` when given) per `options`. Every rank
-// of the engine's group calls it; rank 0 alone prints and writes the JSON log, and the losses it
+// of the engine's group calls it; rank 0 alone prints and writes the JSON log and the monitors'
+// files (tensorboard, csv_monitor: engine/monitor.h), and the losses it
 // reports are averaged over ranks. Before training it checks that the whole run fits the stated
 // limits — options in range, tokens per step and per micro-batch representable, and the step,
 // sample and micro-step counters at the end of the run at most kMaxTrainingCounter — and throws

@@ -38,6 +38,9 @@ TEST(FeatureSupport, BuiltFeaturesPass) {
         parse(std::string(R"("scheduler": {"type": ")") + schedule + "\"}"), "ds.json"))
         << schedule;
   }
+  // The file monitors (engine/monitor.h).
+  EXPECT_NO_THROW(check_supported(parse(R"("csv_monitor": {"enabled": true},
+      "tensorboard": {"enabled": true, "output_path": "logs", "job_name": "run1"})"), "ds.json"));
   // 16-bit training in all its built forms.
   EXPECT_NO_THROW(check_supported(parse(R"("fp16": {"enabled": true, "loss_scale": 0,
       "hysteresis": 2, "min_loss_scale": 0.0001})"), "ds.json"));
@@ -126,8 +129,6 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
        "activation_checkpointing.number_checkpoints"},
       {R"("sequence_parallel_size": 4)", "sequence_parallel_size"},
       {R"("comms_logger": {"enabled": true, "debug": true})", "comms_logger.debug"},
-      {R"("csv_monitor": {"enabled": true})", "csv_monitor.enabled"},
-      {R"("tensorboard": {"enabled": true, "output_path": "logs"})", "tensorboard.enabled"},
       {R"("wandb": {"enabled": true})", "wandb.enabled"},
       {R"("flops_profiler": {"enabled": true})", "flops_profiler.enabled"},
       {R"("checkpoint": {"load_universal": true})", "checkpoint.load_universal"},
