@@ -1,6 +1,8 @@
 # Every dependency comes from Debian packages installed by scripts/bootstrap.sh.
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3.10 REQUIRED)
+# zlib compresses `zero plot`'s PNG output (zlib1g-dev).
+find_package(ZLIB REQUIRED)
 find_package(PkgConfig REQUIRED)
 # OpenBLAS: prefer the OpenMP build so BLAS threads and our OpenMP threads share one pool.
 # Look in Debian's openblas-openmp folder first: the plain libopenblas.so is an alternatives link

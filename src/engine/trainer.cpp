@@ -51,6 +51,13 @@ void print_comm_summary(Engine& engine, const char* when) {
               comm::format_comm_summary(engine.comm().stats(), engine.comm().world_size(), ops).c_str());
 }
 
+// An evaluation as its own --log-json line ({"step", "eval_loss"}), which `zero plot` draws.
+void log_eval_loss(std::ofstream* log, int64_t step, double eval_loss) {
+  if (log == nullptr) return;
+  *log << nlohmann::json{{"step", step}, {"eval_loss", eval_loss}}.dump() << "\n";
+  log->flush();
+}
+
 double evaluate(Engine& engine, TrainingData& data, const TrainerOptions& options) {
   double total = 0.0;
   for (int64_t i = 0; i < options.eval_batches; ++i) {
@@ -290,6 +297,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
       if (!quiet) std::printf("eval   %6lld | loss %.4f\n", static_cast<long long>(step), eval_loss);
       monitor->write_event(kEvalLossMetric, eval_loss, engine.global_samples());
       monitor->flush();
+      log_eval_loss(log.get(), step, eval_loss);
     }
     if (!options.save_dir.empty() && options.save_every > 0 && step % options.save_every == 0 && !last) {
       save("--save-every");
@@ -304,6 +312,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   if (eval_data != nullptr) {
     summary.final_eval_loss = evaluate(engine, *eval_data, options);
     monitor->write_event(kEvalLossMetric, *summary.final_eval_loss, engine.global_samples());
+    log_eval_loss(log.get(), engine.global_steps(), *summary.final_eval_loss);
   }
   monitor->flush();
   if (!options.save_dir.empty() && steps_run > 0) save("end of training");

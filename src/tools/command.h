@@ -16,5 +16,6 @@ int run_prepare(const Args& args);
 int run_inspect(const Args& args);
 int run_estimate(const Args& args);
 int run_launch(const Args& args);
+int run_plot(const Args& args);
 
 }  // namespace zero::tools
