@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev   # tests
   libbenchmark-dev            # micro-benchmarks
   liburing-dev                # NVMe offload (io_uring)
+  zlib1g-dev                  # `zero plot` PNG output
   clang libclang-rt-14-dev libomp-14-dev  # the `fuzz` preset: clang 14, libFuzzer + sanitizers, OpenMP
 )
 
