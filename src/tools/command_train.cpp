@@ -9,6 +9,8 @@
 #include <optional>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/cpu/cpu_backend.h"
 #include "comm/world.h"
 #include "core/error.h"
@@ -52,6 +54,25 @@ std::vector<std::string> split_paths(const std::string& list) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
+}
+
+// The built-in config with the user's flags written into it: a flag replaces the built-in
+// value instead of contradicting it (only a user's own config can contradict a flag).
+nlohmann::json built_in_config(const config::AutoValues& flags) {
+  nlohmann::json c = nlohmann::json::parse(kBuiltInConfig);
+  nlohmann::json& optimizer = c["optimizer"]["params"];
+  if (flags.micro_batch_size) c["train_micro_batch_size_per_gpu"] = *flags.micro_batch_size;
+  if (flags.gradient_accumulation_steps) {
+    c["gradient_accumulation_steps"] = *flags.gradient_accumulation_steps;
+  }
+  if (flags.max_grad_norm) c["gradient_clipping"] = *flags.max_grad_norm;
+  if (flags.learning_rate) optimizer["lr"] = *flags.learning_rate;
+  if (flags.weight_decay) optimizer["weight_decay"] = *flags.weight_decay;
+  if (flags.adam_epsilon) optimizer["eps"] = *flags.adam_epsilon;
+  if (flags.adam_beta1) optimizer["betas"][0] = *flags.adam_beta1;
+  if (flags.adam_beta2) optimizer["betas"][1] = *flags.adam_beta2;
+  if (flags.warmup_steps) c["scheduler"]["params"]["warmup_num_steps"] = *flags.warmup_steps;
+  return c;
 }
 
 // A flag that is absent stays unset (the Trainer's default applies); a given one is parsed
@@ -221,7 +242,8 @@ int run_train(const Args& args) {
       parser.get("deepspeed").empty() ? "built-in config" : parser.get("deepspeed");
   const config::DeepSpeedConfig ds_config =
       parser.get("deepspeed").empty()
-          ? config::DeepSpeedConfig::from_text(kBuiltInConfig, config_source, autos, read_options)
+          ? config::DeepSpeedConfig::from_json(built_in_config(autos), config_source, autos,
+                                               read_options)
           : config::DeepSpeedConfig::from_file(config_source, autos, read_options);
   if (leader) print_config_notes(ds_config, config_source);
   const engine::EngineSettings settings = engine::settings_from_config(ds_config, config_source);

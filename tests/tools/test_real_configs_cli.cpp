@@ -58,6 +58,13 @@ TEST(RealConfigsCli, AllAutoConfigPrintsWhatEachAutoBecame) {
   expect_no_cpp_names(r.output);
 }
 
+TEST(RealConfigsCli, FlagsReplaceTheBuiltInConfigsValues) {
+  // Without --deepspeed the built-in config takes the flags (no mismatch with its own values).
+  const Result r = run("train --steps 2 --micro-batch 4 --lr 1e-3 --max-grad-norm 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("micro 4 x accumulation 1"), std::string::npos) << r.output;
+}
+
 TEST(RealConfigsCli, OffloadTemplateNamesTheMissingFeature) {
   const Result r =
       run("train --deepspeed " + (examples() / "hf_trainer_zero3_offload.json").string() + kQuick);
