@@ -1,10 +1,9 @@
 // A small PNG reader for `zero plot`'s tests, written from the PNG specification independently
 // of the writer: checks the signature, every chunk's CRC-32 (computed here, bit by bit), the
 // IHDR fields the writer promises (8-bit RGB, no interlace), inflates the IDAT stream with
-// the system's zlib (loaded with dlopen, as the tests do not link it) and undoes the row
-// filters. Returns nullopt with `why` set when the file is not a valid PNG of that kind.
+// zlib (a build dependency, linked into the tests) and undoes the row filters. Returns nullopt with `why` set when the file is not a valid PNG of that kind.
 #pragma once
-#include <dlfcn.h>
+#include <zlib.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -35,15 +34,6 @@ inline uint32_t png_crc32(const uint8_t* data, size_t size) {
 
 inline uint32_t big_endian_u32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
-
-// zlib's uncompress(), or nullptr when the library cannot be loaded.
-using UncompressFunction = int (*)(unsigned char*, unsigned long*, const unsigned char*,
-                                   unsigned long);
-inline UncompressFunction system_uncompress() {
-  static void* library = ::dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) return nullptr;
-  return reinterpret_cast<UncompressFunction>(::dlsym(library, "uncompress"));
 }
 
 inline uint8_t paeth(int left, int up, int up_left) {
@@ -94,16 +84,11 @@ inline std::optional<DecodedPng> decode_png(const std::string& file, std::string
     why = "chunks do not end with IEND at the end of the file, or no IHDR";
     return std::nullopt;
   }
-  const UncompressFunction uncompress = system_uncompress();
-  if (uncompress == nullptr) {
-    why = "zlib (libz.so.1) is not available to inflate the image";
-    return std::nullopt;
-  }
   const size_t stride = static_cast<size_t>(image.width) * 3;
   std::vector<uint8_t> raw((stride + 1) * static_cast<size_t>(image.height));
-  unsigned long raw_size = raw.size();
-  if (uncompress(raw.data(), &raw_size, reinterpret_cast<const unsigned char*>(compressed.data()),
-                 compressed.size()) != 0 ||
+  uLongf raw_size = raw.size();
+  if (::uncompress(raw.data(), &raw_size, reinterpret_cast<const Bytef*>(compressed.data()),
+                   compressed.size()) != Z_OK ||
       raw_size != raw.size()) {
     why = "IDAT does not inflate to height x (1 + 3 x width) bytes";
     return std::nullopt;
