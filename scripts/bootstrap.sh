@@ -12,6 +12,9 @@ packages=(
   libbenchmark-dev            # micro-benchmarks
   liburing-dev                # NVMe offload (io_uring)
   zlib1g-dev                  # `zero plot` PNG output
+  libpcre2-dev                # tokenizer.json pre-tokenizer regexes (Unicode classes)
+  libutf8proc-dev             # tokenizer.json normalizers (NFC, NFKC, ...)
+  libhwy-dev                  # SIMD CPU optimizer (offload), runtime-dispatched
   clang libclang-rt-14-dev libomp-14-dev  # the `fuzz` preset: clang 14, libFuzzer + sanitizers, OpenMP
 )
 

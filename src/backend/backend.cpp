@@ -1,6 +1,18 @@
 #include "backend/backend.h"
 
+#include "core/check.h"
+#include "core/error.h"
+
 namespace zero::backend {
+
+const char* stream_kind_name(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::kCompute: return "compute";
+    case StreamKind::kComm: return "comm";
+    case StreamKind::kTransfer: return "transfer";
+  }
+  return "unknown";
+}
 
 Tensor Backend::empty(const Shape& shape, DType dtype, MemoryCategory category) {
   return Tensor::empty(allocator(), shape, dtype, category);
@@ -10,6 +22,52 @@ Tensor Backend::zeros(const Shape& shape, DType dtype, MemoryCategory category) 
   Tensor t = empty(shape, dtype, category);
   fill(t, 0.0);
   return t;
+}
+
+void Backend::synchronize() {
+  ++transfers_.synchronizations;
+  do_synchronize();
+}
+
+void Backend::set_current_stream(StreamKind stream) {
+  if (stream == current_stream_) return;
+  current_stream_ = stream;
+  on_stream_change(stream);
+}
+
+void Backend::copy_from_host(Tensor& dst, const void* src) {
+  ZERO_CHECK(dst.device() == device(), "copy_from_host into " << dst.describe() << " on a "
+                                                               << device().to_string() << " backend");
+  ++transfers_.host_to_device_calls;
+  transfers_.host_to_device_bytes += static_cast<int64_t>(dst.nbytes());
+  do_copy_from_host(dst, src);
+}
+
+void Backend::copy_to_host(void* dst, const Tensor& src) {
+  ZERO_CHECK(src.device() == device(), "copy_to_host from " << src.describe() << " on a "
+                                                             << device().to_string() << " backend");
+  ++transfers_.device_to_host_calls;
+  transfers_.device_to_host_bytes += static_cast<int64_t>(src.nbytes());
+  do_copy_to_host(dst, src);
+}
+
+double Backend::read_scalar(const Tensor& x) {
+  ZERO_CHECK(x.numel() == 1 && x.is_contiguous(), "read_scalar of " << x.describe());
+  if (x.dtype() == DType::kF64) {
+    double value = 0.0;
+    copy_to_host(&value, x);
+    return value;
+  }
+  ZERO_CHECK(x.dtype() == DType::kF32, "read_scalar of " << x.describe() << " (f32 or f64 only)");
+  float value = 0.0f;
+  copy_to_host(&value, x);
+  return static_cast<double>(value);
+}
+
+double Backend::squared_norm(const Tensor& x) {
+  Tensor out = empty({1}, DType::kF64, MemoryCategory::kWorkspace);
+  sum_squares(out, x, false);
+  return read_scalar(out);
 }
 
 }  // namespace zero::backend

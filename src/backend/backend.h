@@ -10,8 +10,12 @@
 //   stats_dtype(x.dtype()): f64 for f64 inputs, f32 otherwise.
 // * Gradients of parameters (dweight, dbias, dtable) ACCUMULATE (+=): gradient accumulation over
 //   micro-batches and tied weights rely on it. Gradients of activations (dx, dq, ...) OVERWRITE.
-// * Ordering: methods are enqueued on the backend's stream in call order. The CPU backend runs
-//   them synchronously; host reads of results must call synchronize() first on other backends.
+// * Ordering: methods are enqueued on the backend's current stream (backend/stream.h) in call
+//   order. The CPU backend runs them synchronously. Host code never reads device elements: it
+//   reads results through copy_to_host()/read_scalar(), which wait for the work before them.
+// * Host <-> device traffic goes only through copy_from_host()/copy_to_host() (and the
+//   read_scalar()/squared_norm() conveniences built on them); every call is counted in
+//   transfer_stats(), so tests can hold the training step to one host read per step.
 // * Thread safety: one Backend is driven by one host thread.
 #pragma once
 #include <cstddef>
@@ -23,6 +27,7 @@
 #include "core/memory_category.h"
 #include "core/tensor.h"
 #include "backend/optimizer_kernels.h"
+#include "backend/stream.h"
 
 #include <span>
 
@@ -30,13 +35,52 @@ namespace zero::backend {
 
 inline DType stats_dtype(DType x) { return x == DType::kF64 ? DType::kF64 : DType::kF32; }
 
+// Host <-> device traffic and host waits of one backend, counted by the non-virtual wrappers.
+// On the CPU backend the "transfers" are host copies, counted all the same: the layer code that
+// makes them is the code a GPU run executes.
+struct TransferStats {
+  int64_t host_to_device_calls = 0;
+  int64_t host_to_device_bytes = 0;
+  int64_t device_to_host_calls = 0;  // each one waits for the work enqueued before it
+  int64_t device_to_host_bytes = 0;
+  int64_t synchronizations = 0;      // explicit synchronize() calls
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual Device device() const = 0;
+  // Device memory: every tensor this backend makes. Accounted per MemoryCategory.
   virtual Allocator& allocator() = 0;
-  virtual void synchronize() = 0;
+  // Page-locked host memory for staging buffers that device copies read or write at full speed
+  // (offload, host-staged communication); its own accounting, separate from allocator() and
+  // from cpu_allocator(). Host-readable: tensors from it are CPU tensors.
+  virtual Allocator& pinned_host_allocator() = 0;
+  // Blocks the host until every stream's enqueued work is done (counted).
+  void synchronize();
+
+  // ---- streams and events (backend/stream.h) -------------------------------------------------
+  StreamKind current_stream() const { return current_stream_; }
+  void set_current_stream(StreamKind stream);
+  // Marks the current end of `stream`'s work.
+  virtual Event record_event(StreamKind stream) = 0;
+  // Work enqueued on `waiter` after this call starts only after `event` completed.
+  virtual void wait_event(StreamKind waiter, const Event& event) = 0;
+  // Blocks the host until `event` completed.
+  virtual void synchronize_event(const Event& event) = 0;
+
+  // ---- counted host <-> device transfers -----------------------------------------------------
+  // Whole contiguous tensor (nbytes() bytes). copy_from_host may return before the copy is done
+  // on an asynchronous backend only when `src` stays valid until the stream reaches it; these
+  // wrappers are synchronous with respect to the host buffer (the CPU backend trivially).
+  void copy_from_host(Tensor& dst, const void* src);
+  // Waits for the work enqueued before it, then copies.
+  void copy_to_host(void* dst, const Tensor& src);
+  // The value of a one-element f32/f64 tensor: one counted device-to-host read.
+  double read_scalar(const Tensor& x);
+  const TransferStats& transfer_stats() const { return transfers_; }
+  void reset_transfer_stats() { transfers_ = TransferStats{}; }
 
   // New contiguous tensors on this device, accounted under `category`.
   Tensor empty(const Shape& shape, DType dtype, MemoryCategory category);
@@ -48,9 +92,6 @@ class Backend {
   // dst = src elementwise (same numel; both contiguous). Between floating dtypes it converts,
   // rounding to nearest-even when narrowing (f32 -> bf16/f16, f64 -> f32).
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
-  // Host <-> device copies of a whole contiguous tensor (nbytes() bytes).
-  virtual void copy_from_host(Tensor& dst, const void* src) = 0;
-  virtual void copy_to_host(void* dst, const Tensor& src) = 0;
   // dst (bf16) = src (f32) rounded stochastically (core/stochastic_rounding.h): element i uses
   // the random bits of (seed, first_index + i), so a value rounds the same wherever it lives.
   virtual void stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
@@ -131,10 +172,16 @@ class Backend {
                                      const Tensor& targets, int64_t ignore_index,
                                      double grad_scale) = 0;
 
-  // ---- reductions ----------------------------------------------------------------------------
-  // sum(x^2) over all elements, accumulated in f64 and returned to the host (synchronises).
-  // Any Inf/NaN element makes the result non-finite: the overflow check relies on that.
-  virtual double squared_norm(const Tensor& x) = 0;
+  // ---- reductions into a device scalar --------------------------------------------------------
+  // out[0] (f64 [1], on this device) = sum(x^2) over every element of contiguous x, accumulated
+  // in f64 (out[0] += ... when accumulate). Any Inf/NaN element makes it non-finite: the
+  // overflow check relies on that. Deterministic.
+  virtual void sum_squares(Tensor& out, const Tensor& x, bool accumulate) = 0;
+  // out[0] (f64 [1]) = alpha * sum(x) (+= when accumulate), accumulated in f64. Deterministic.
+  virtual void sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) = 0;
+  // sum(x^2) returned to the host: sum_squares + read_scalar (one counted read; diagnostics
+  // and tests; the training step keeps its norm on the device).
+  double squared_norm(const Tensor& x);
 
   // ---- optimizer updates (flat f32 buffers; src/optim owns the semantics) --------------------
   // params, grads and every state buffer are contiguous f32 of the same numel; segments cover
@@ -144,6 +191,34 @@ class Backend {
   virtual void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
                                 std::span<Tensor> state, std::span<const ParamSegment> segments,
                                 const OptimizerHyper& hyper) = 0;
+
+ protected:
+  // The copies behind the counted wrappers (whole contiguous tensors).
+  virtual void do_copy_from_host(Tensor& dst, const void* src) = 0;
+  virtual void do_copy_to_host(void* dst, const Tensor& src) = 0;
+  virtual void do_synchronize() = 0;
+  // Called when the current stream changes (the CUDA backend switches its cudaStream_t).
+  virtual void on_stream_change(StreamKind /*stream*/) {}
+
+ private:
+  TransferStats transfers_;
+  StreamKind current_stream_ = StreamKind::kCompute;
+};
+
+// Selects `stream` as the backend's current stream for the guard's lifetime.
+class StreamGuard {
+ public:
+  StreamGuard(Backend& backend, StreamKind stream)
+      : backend_(backend), previous_(backend.current_stream()) {
+    backend_.set_current_stream(stream);
+  }
+  ~StreamGuard() { backend_.set_current_stream(previous_); }
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Backend& backend_;
+  StreamKind previous_;
 };
 
 }  // namespace zero::backend

@@ -268,9 +268,6 @@ const std::vector<Gate>& gates() {
             "Weights & Biases logging", "",
             "it needs a network; remove the section or set it to false, and log offline with the "
             "tensorboard or csv_monitor section (or `zero train --log-json FILE`)"),
-        row("flops_profiler.enabled",
-            [](const Config& c) { return when_true(c.flops_profiler.enabled); },
-            "the flops profiler", monitoring, off),
         row("dump_state", [](const Config& c) { return when_true(c.dump_state); },
             "dumping the engine state", monitoring, off),
         // Checkpoints and engine API.

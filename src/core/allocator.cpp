@@ -66,4 +66,9 @@ CpuAllocator& cpu_allocator() {
   return allocator;
 }
 
+CpuAllocator& cpu_pinned_allocator() {
+  static CpuAllocator allocator;
+  return allocator;
+}
+
 }  // namespace zero

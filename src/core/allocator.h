@@ -57,5 +57,9 @@ class CpuAllocator final : public Allocator {
 
 // The process-wide CPU allocator (host tensors of any backend are accounted here).
 CpuAllocator& cpu_allocator();
+// The CPU backend's "pinned" host memory (Backend::pinned_host_allocator()): ordinary aligned
+// host memory - nothing needs page-locking without a device - in its own accounting, so
+// staging buffers show up apart from cpu_allocator()'s tensors as they do on a GPU backend.
+CpuAllocator& cpu_pinned_allocator();
 
 }  // namespace zero

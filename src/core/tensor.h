@@ -52,11 +52,18 @@ class Tensor {
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
+  // The address of element 0 (a device address for device tensors: pass it to the backend or a
+  // communication library, never dereference it on the host).
   void* raw_data() const;
   template <typename T>
   T* data() const {
     ZERO_CHECK(DTypeOf<T>::value == dtype_, "data<" << dtype_name(DTypeOf<T>::value)
                                                    << ">() on a " << dtype_name(dtype_) << " tensor");
+    // Host code reading or writing device memory is the bug this check exists for: move the
+    // work into a Backend op or an explicit copy_to_host/copy_from_host.
+    ZERO_CHECK(device().is_cpu(), "data<" << dtype_name(DTypeOf<T>::value) << ">() on "
+                                          << describe() << ": device tensors are only touched "
+                                          << "by their backend");
     return static_cast<T*>(raw_data());
   }
 

@@ -88,6 +88,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
                                                 settings_.gradient_accumulation_steps,
                                                 precision, gradient_prescale);
   optimizer_->init_state(model_->backend(), zero_->update_numel(), zero_->precision().states);
+  step_scalars_ = model_->backend().zeros({2}, DType::kF64, MemoryCategory::kOther);
   schedule_ = optim::LrSchedule::create({settings_.scheduler_type, settings_.scheduler_params},
                                         optimizer_->base_lr(), "scheduler");
 }
@@ -95,6 +96,10 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
 Engine::~Engine() = default;
 
 double Engine::forward(const model::Batch& batch) {
+  return model_->backend().read_scalar(forward_on_device(batch));
+}
+
+Tensor Engine::forward_on_device(const model::Batch& batch) {
   if (pending_) {
     throw Error("Engine::forward called twice without backward(); call backward() after each "
                 "training forward, or use eval_batch() for evaluation");
@@ -109,7 +114,10 @@ double Engine::forward(const model::Batch& batch) {
   pending_ = std::make_unique<model::StepContext>(
       model::StepContext{model_->backend(), pending_batch_});
   zero_->begin_pass(true);
-  const double loss = model_->forward(*pending_);
+  Tensor loss = model_->forward_loss(*pending_);
+  // The step's loss sum stays on the device until apply_update() reads it with the norm.
+  Tensor step_loss = step_scalars_.view(0, {1});
+  model_->backend().add(step_loss, loss, 1.0);
   if (settings_.wall_clock_breakdown) timers_.stop("forward");
   return loss;
 }
@@ -164,7 +172,15 @@ void Engine::apply_update() {
   const double average = 1.0 / (static_cast<double>(settings_.gradient_accumulation_steps *
                                                     comm_.world_size()) *
                                 loss_scale());
-  const double squared = zero_->reduce_gradients(average);
+  Tensor squared_norm = step_scalars_.view(1, {1});
+  zero_->reduce_gradients(average, squared_norm);
+  // The step's one device-to-host read: the loss sum of its micro-batches and the squared
+  // gradient norm, which decides overflow skipping, loss scaling and clipping on the host.
+  double scalars[2] = {0.0, 0.0};
+  be.copy_to_host(scalars, step_scalars_);
+  be.fill(step_scalars_, 0.0);
+  last_step_loss_sum_ = scalars[0];
+  const double squared = scalars[1];
   last_grad_norm_ = std::sqrt(squared);
   // The norm went through an all-reduce: every rank sees the same overflow verdict.
   const bool overflow = !std::isfinite(squared);
@@ -199,13 +215,18 @@ void Engine::apply_update() {
 }
 
 double Engine::train_batch(const std::function<model::Batch()>& next) {
-  double total = 0.0;
+  if (micro_steps_ % settings_.gradient_accumulation_steps != 0) {
+    throw Error("Engine::train_batch in the middle of a gradient-accumulation window (" +
+                std::to_string(micro_steps_ % settings_.gradient_accumulation_steps) + " of " +
+                std::to_string(settings_.gradient_accumulation_steps) +
+                " micro-batches done); finish it with forward/backward/step first");
+  }
   for (int64_t i = 0; i < settings_.gradient_accumulation_steps; ++i) {
-    total += forward(next());
+    forward_on_device(next());
     backward();
   }
   step();
-  return total / static_cast<double>(settings_.gradient_accumulation_steps);
+  return last_step_loss_sum_ / static_cast<double>(settings_.gradient_accumulation_steps);
 }
 
 double Engine::eval_batch(const model::Batch& batch) {

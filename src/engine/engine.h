@@ -37,7 +37,9 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Runs the model forward on one micro-batch and keeps what backward needs; returns its loss.
+  // Runs the model forward on one micro-batch and keeps what backward needs; returns its loss
+  // (one device-to-host read, like PyTorch's loss.item(); train_batch() avoids it and reads
+  // the step's loss once, with the gradient norm).
   double forward(const model::Batch& batch);
   // Backpropagates the last forward's loss into this micro-batch's gradients and adds them to
   // the accumulated ones. The average over gradient_accumulation_steps x world_size micro-batches
@@ -48,7 +50,8 @@ class Engine {
   bool step();
   bool is_gradient_accumulation_boundary() const;
   // gradient_accumulation_steps x (forward, backward, step) on micro-batches from `next`;
-  // returns the mean loss.
+  // returns the mean loss. One device-to-host read per call. Must start at an accumulation
+  // boundary.
   double train_batch(const std::function<model::Batch()>& next);
   // Loss of one micro-batch without gradients.
   double eval_batch(const model::Batch& batch);
@@ -88,6 +91,9 @@ class Engine {
   nlohmann::json load_checkpoint(const std::string& dir, const std::string& tag = "");
 
  private:
+  // forward() without reading the loss: it returns the device scalar and adds it to the step's
+  // loss sum.
+  Tensor forward_on_device(const model::Batch& batch);
   void apply_update();
   // Whether a step whose gradients overflowed is skipped (fp16 always; bf16 when
   // bf16.check_grad_overflow, as DeepSpeed).
@@ -109,6 +115,10 @@ class Engine {
   int64_t skipped_steps_ = 0;
   int64_t micro_steps_ = 0;
   double last_grad_norm_ = 0.0;
+  // On the device: [0] the loss sum of this accumulation window's micro-batches, [1] the
+  // squared gradient norm; read together once per step.
+  Tensor step_scalars_;
+  double last_step_loss_sum_ = 0.0;
   bool last_step_skipped_ = false;
   std::vector<int64_t> overflow_steps_;
 };

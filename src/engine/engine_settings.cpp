@@ -33,6 +33,7 @@ EngineSettings settings_from_config(const config::DeepSpeedConfig& config, const
   s.comms_logger = config.comms_logger;
   s.tensorboard = config.tensorboard;
   s.csv_monitor = config.csv_monitor;
+  s.flops_profiler = config.flops_profiler;
   s.source_config = config.to_json();
   return s;
 }

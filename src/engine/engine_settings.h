@@ -47,6 +47,8 @@ struct EngineSettings {
   // Monitors (engine/monitor.h): rank 0 writes metrics under output_path/job_name.
   config::FileMonitorConfig tensorboard;
   config::FileMonitorConfig csv_monitor;
+  // flops_profiler: rank 0 profiles one step (engine/flops_profiler.h).
+  config::FlopsProfilerConfig flops_profiler;
   nlohmann::json source_config = nlohmann::json::object();  // the resolved DeepSpeed JSON
 };
 

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "engine/checkpoint_dir.h"
 #include "engine/engine_state.h"
+#include "engine/flops_profiler.h"
 #include "engine/memory_report.h"
 #include "engine/monitor.h"
 #include "model/model_flops.h"
@@ -190,6 +191,10 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   // csv_monitor / tensorboard (rank 0): directories and files exist before the first step, so an
   // unwritable output_path stops the run here.
   const std::unique_ptr<MonitorFanout> monitor = create_monitors(s, engine.comm().rank());
+  // flops_profiler (rank 0): output_file is checked here; one step is profiled in the loop.
+  FlopsProfiler profiler(s.flops_profiler, engine.model(),
+                         {engine.comm().rank(), world, s.micro_batch_size,
+                          s.gradient_accumulation_steps, options.seq_len});
   double flops_per_step = 0.0;
   if (engine.model().config()) {
     flops_per_step = model::training_flops(*engine.model().config(),
@@ -218,8 +223,11 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   int64_t steps_run = 0;
   while (engine.global_steps() < options.steps) {
     const int64_t samples_before_step = engine.global_samples();
-    const double loss = rank_mean(
-        engine, engine.train_batch([&] { return data.next(s.micro_batch_size, options.seq_len); }));
+    profiler.before_step(engine.global_steps());
+    const double rank_loss =
+        engine.train_batch([&] { return data.next(s.micro_batch_size, options.seq_len); });
+    profiler.after_step();
+    const double loss = rank_mean(engine, rank_loss);
     if (!std::isfinite(loss)) {
       throw Error("the training loss became " + std::to_string(loss) + " at step " +
                   std::to_string(engine.global_steps()) + "; lower the learning rate or check the data");
@@ -303,6 +311,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
       save("--save-every");
     }
   }
+  profiler.finish(engine.global_steps());
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   summary.steps = engine.global_steps();
   summary.tokens_per_second =

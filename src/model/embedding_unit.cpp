@@ -27,20 +27,33 @@ Tensor EmbeddingUnit::forward(StepContext& ctx, const Tensor& /*x*/) {
                      " exceeds the model's position table (n_positions = " +
                      std::to_string(max_positions_) + "); use a shorter --seq-len");
   }
-  Tensor tokens = batch.tokens.reshape({rows});
+  const Tensor& tokens = ctx.device_batch.tokens;
   Tensor out = ctx.backend.empty({rows, hidden_size_},
                                  ctx.activation_dtype.value_or(param(token_index_).dtype()),
                                  MemoryCategory::kActivations);
   ctx.backend.embedding_forward(out, tokens, param(token_index_), false);
   if (learned_positions_) {
-    Tensor positions = Tensor::zeros_host({rows}, DType::kI64, MemoryCategory::kActivations);
-    const int64_t seq_len = batch.seq_len();
-    for (int64_t i = 0; i < rows; ++i) positions.data<int64_t>()[i] = i % seq_len;
+    const Tensor& positions = position_ids(ctx.backend, batch.batch_size(), batch.seq_len());
     ctx.backend.embedding_forward(out, positions, param(position_index_), true);
     if (ctx.training) positions_ = positions;
   }
   if (ctx.training) tokens_ = tokens;
   return out;
+}
+
+const Tensor& EmbeddingUnit::position_ids(backend::Backend& backend, int64_t batch_size,
+                                          int64_t seq_len) {
+  const int64_t rows = batch_size * seq_len;
+  // Every micro-batch of a run has the same shape: built and uploaded once, not per step.
+  if (!position_ids_.defined() || position_ids_.numel() != rows ||
+      position_ids_seq_len_ != seq_len) {
+    Tensor host = Tensor::zeros_host({rows}, DType::kI64);
+    for (int64_t i = 0; i < rows; ++i) host.data<int64_t>()[i] = i % seq_len;
+    position_ids_ = backend.empty({rows}, DType::kI64, MemoryCategory::kOther);
+    backend.copy_from_host(position_ids_, host.raw_data());
+    position_ids_seq_len_ = seq_len;
+  }
+  return position_ids_;
 }
 
 Tensor EmbeddingUnit::backward(StepContext& ctx, const Tensor& dy) {

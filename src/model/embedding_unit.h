@@ -20,6 +20,9 @@ class EmbeddingUnit final : public Unit {
   Parameter& token_embedding() { return parameters()[token_index_]; }
 
  private:
+  // Position ids 0..T-1 repeated B times, on the device (cached across micro-batches).
+  const Tensor& position_ids(backend::Backend& backend, int64_t batch_size, int64_t seq_len);
+
   int64_t vocab_size_;
   int64_t hidden_size_;
   int64_t max_positions_;
@@ -28,6 +31,8 @@ class EmbeddingUnit final : public Unit {
   size_t position_index_ = 0;
   Tensor tokens_;     // saved for backward: [B*T]
   Tensor positions_;  // saved for backward: [B*T]
+  Tensor position_ids_;
+  int64_t position_ids_seq_len_ = 0;
 };
 
 }  // namespace zero::model

@@ -46,48 +46,38 @@ Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
   Tensor logits = be.empty({rows, vocab_size_}, dt, MemoryCategory::kActivations);
   be.linear_forward(logits, h, head_weight(), nullptr);
   if (ctx.capture_logits != nullptr) {
+    // An explicit, counted read: tests and evaluation ask for it, training never does.
     *ctx.capture_logits = Tensor::zeros_host({rows, vocab_size_}, dt);
     be.copy_to_host(ctx.capture_logits->raw_data(), logits);
   }
 
-  Tensor targets = ctx.batch.targets.reshape({rows});
-  int64_t valid = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t t = targets.dtype() == DType::kI64 ? targets.data<int64_t>()[i]
-                                                      : targets.data<int32_t>()[i];
-    if (t != kIgnoreIndex) ++valid;
-  }
-  // The mean over valid targets; with none, the loss and its gradient are zero (not NaN).
+  const Tensor& targets = ctx.device_batch.targets;
+  ZERO_CHECK(targets.numel() == rows, "targets " << targets.describe() << " for " << rows << " rows");
+  // The mean over valid targets (counted on the host when the batch was uploaded); with none,
+  // the loss and its gradient are zero (not NaN).
+  const int64_t valid = ctx.device_batch.valid_targets;
   const double grad_scale = valid > 0 ? 1.0 / static_cast<double>(valid) : 0.0;
   // Per-token losses in f32 (f64 for f64 models) even with 16-bit logits, as Hugging Face
   // upcasts the logits for its loss.
   Tensor losses = be.empty({rows}, backend::stats_dtype(dt), MemoryCategory::kActivations);
   be.softmax_cross_entropy(losses, ctx.training ? &logits : nullptr, logits, targets, kIgnoreIndex,
                            grad_scale);
-  Tensor losses_host = Tensor::zeros_host({rows}, DType::kF64);
-  Tensor losses_f64 = losses;
-  if (dt != DType::kF64) {
-    losses_f64 = be.empty({rows}, DType::kF64, MemoryCategory::kActivations);
-    be.copy(losses_f64, losses);
-  }
-  be.copy_to_host(losses_host.raw_data(), losses_f64);
-  double total = 0.0;
-  for (int64_t i = 0; i < rows; ++i) total += losses_host.data<double>()[i];
+  // The mean stays on the device: the engine reads it once per step, with the gradient norm.
+  Tensor loss = be.empty({1}, DType::kF64, MemoryCategory::kActivations);
+  be.sum(loss, losses, grad_scale, false);
 
   if (ctx.training) {
     x_ = x;
     h_ = h;
     dlogits_ = logits;
   }
-  Tensor loss = Tensor::zeros_host({1}, DType::kF64);
-  loss.data<double>()[0] = total * grad_scale;
   return loss;
 }
 
-Tensor LmHeadUnit::backward(StepContext& ctx, const Tensor& dy) {
+Tensor LmHeadUnit::backward(StepContext& ctx, const Tensor& /*dy*/) {
   ZERO_CHECK(dlogits_.defined(), "backward() of " << name() << " without a training forward()");
   auto& be = ctx.backend;
-  const double loss_grad = dy.data<double>()[0];
+  const double loss_grad = ctx.loss_grad;
   if (loss_grad != 1.0) be.scale(dlogits_, loss_grad);
   Tensor dh = be.empty(h_.shape(), h_.dtype(), MemoryCategory::kActivations);
   be.linear_backward(&dh, head_grad(), nullptr, dlogits_, h_, head_weight());

@@ -48,9 +48,14 @@ void Model::finalize() {
   }
 }
 
-double Model::forward(StepContext& ctx) {
+Tensor Model::forward_loss(StepContext& ctx) {
   ZERO_CHECK(finalized(), "forward() before finalize()");
   ctx.activation_dtype = activation_dtype_;
+  if (!ctx.device_batch.defined()) {
+    ctx.device_batch = upload_batch(
+        backend_, ctx.batch,
+        config_ ? std::optional<int64_t>(config_->vocab_size) : std::nullopt);
+  }
   const bool checkpointing = ctx.training && activation_checkpointing_;
   checkpoint_inputs_.assign(checkpointing ? units_.size() : 0, Tensor());
   Tensor x;
@@ -62,17 +67,19 @@ double Model::forward(StepContext& ctx) {
     if (checkpoint) units_[i]->release_activations();
     if (observer_ != nullptr) observer_->after_forward(i);
   }
-  if (!x.defined() || x.numel() != 1 || x.dtype() != DType::kF64) {
-    throw Error("the last unit (" + units_.back()->name() +
-                ") must return the loss as a host f64 tensor [1]");
+  if (!x.defined() || x.numel() != 1 || x.dtype() != DType::kF64 ||
+      x.device() != backend_.device()) {
+    throw Error("the last unit (" + units_.back()->name() + ") must return the loss as an f64 "
+                "tensor [1] on the backend's device");
   }
-  last_output_ = x;
-  return x.data<double>()[0];
+  return x;
 }
 
+double Model::forward(StepContext& ctx) { return backend_.read_scalar(forward_loss(ctx)); }
+
 void Model::backward(StepContext& ctx, double loss_grad) {
-  Tensor dy = Tensor::zeros_host({1}, DType::kF64);
-  dy.data<double>()[0] = loss_grad;
+  ctx.loss_grad = loss_grad;
+  Tensor dy;  // the loss unit reads ctx.loss_grad
   for (size_t i = units_.size(); i-- > 0;) {
     if (observer_ != nullptr) observer_->before_backward(i);
     if (i < checkpoint_inputs_.size() && checkpoint_inputs_[i].defined()) {
@@ -85,7 +92,6 @@ void Model::backward(StepContext& ctx, double loss_grad) {
     units_[i]->release_activations();
     if (observer_ != nullptr) observer_->after_backward(i);
   }
-  last_output_ = Tensor();
 }
 
 double Model::forward_backward(const Batch& batch, double loss_grad) {

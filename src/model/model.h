@@ -40,7 +40,11 @@ class Model {
   void finalize();
   bool finalized() const { return finalized_; }
 
-  // Runs every unit forward on `ctx.batch`; returns the loss (mean over non-ignored targets).
+  // Runs every unit forward on `ctx.batch` (uploaded to the device first unless
+  // ctx.device_batch is already set); returns the loss (mean over non-ignored targets) as an
+  // f64 [1] tensor on the device, without reading it on the host.
+  Tensor forward_loss(StepContext& ctx);
+  // forward_loss() and one counted device-to-host read of the loss.
   double forward(StepContext& ctx);
   // Runs every unit backward; `loss_grad` is d(objective)/d(loss) (1, or a loss scale, or
   // 1/gradient_accumulation_steps). Gradients accumulate into the flat gradient buffer.
@@ -53,8 +57,14 @@ class Model {
   void zero_grad();
 
   // ---- storage control for ZeRO (sharding/) ----------------------------------------------
-  // Observer of unit boundaries (null: none). Not owned; must outlive its use.
-  void set_observer(UnitObserver* observer) { observer_ = observer; }
+  // Observer of unit boundaries (null: none): the sharding layer's slot. Not owned; must outlive
+  // its use.
+  void set_observer(UnitObserver* observer);
+  // Further observers (the flops profiler): their before_* run after the sharding observer's and
+  // their after_* before it (in reverse order of adding), so they bracket only the unit's own
+  // work. Not owned; remove_observer() before it is destroyed.
+  void add_observer(UnitObserver* observer);
+  void remove_observer(UnitObserver* observer);
   // Points unit `u`'s parameter (gradient) views into `buffer`, a contiguous 1-D tensor whose
   // element 0 corresponds to flat offset unit.flat_begin() (it may be longer: padding). An
   // undefined tensor unbinds them (use before the next bind is an error).
@@ -104,8 +114,13 @@ class Model {
   Tensor grads_;
   int64_t num_elements_ = 0;
   std::optional<TransformerConfig> config_;
-  Tensor last_output_;
+  // forward()/backward() call observer_: the sharding observer alone, or a chain of it and the
+  // added observers (model_observers.cpp).
   UnitObserver* observer_ = nullptr;
+  UnitObserver* sharding_observer_ = nullptr;
+  std::vector<UnitObserver*> extra_observers_;
+  std::shared_ptr<UnitObserver> observer_chain_;
+  void rebuild_observer_chain();
   bool finalized_ = false;
 };
 

@@ -5,8 +5,10 @@
 //
 // Data flow: forward(x) gets the previous unit's output (an undefined Tensor for the first unit)
 // and returns its own output; backward(dy) gets d(objective)/d(output) and returns
-// d(objective)/d(input) (undefined for the first unit). The last unit returns the loss as a host
-// f64 tensor [1], and its backward gets d(objective)/d(loss) as a host f64 tensor [1].
+// d(objective)/d(input) (undefined for the first unit). The last unit returns the loss as an f64
+// tensor [1] on the backend's device (nobody reads it on the host unless asked: Model::forward
+// does, Model::forward_loss does not), and its backward gets an undefined dy and reads
+// d(objective)/d(loss) from ctx.loss_grad, a host number.
 // Parameter gradients accumulate (+=) into the bound gradient views.
 #pragma once
 #include <memory>

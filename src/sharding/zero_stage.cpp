@@ -197,7 +197,7 @@ void ZeroStage::after_backward(size_t unit) {
   if (fetcher_) fetcher_->after_use(unit, true);
 }
 
-double ZeroStage::reduce_gradients(double scale) {
+void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
   if (poison_next_reduction_) {
     // The test hook: a non-finite value in this rank's gradients where a real overflow would
     // put it - before the reduction for stages 0-1 (it then reaches every rank through the
@@ -257,11 +257,11 @@ double ZeroStage::reduce_gradients(double scale) {
   if (post_scale != 1.0) backend_.scale(update_grads_f32_, post_scale);
   // bf16_master_weights_and_grads: the optimizer's gradient partition is stored in bf16.
   if (precision_.master != DType::kF32) round_through(backend_, update_grads_f32_, precision_.master);
-  const double local = backend_.squared_norm(update_grads_f32_);
+  backend_.sum_squares(squared_norm, update_grads_f32_, false);
   // Stage 0: every rank holds the same reduced gradients, so its norm is already global.
-  if (stage_ == 0) return local;
+  if (stage_ == 0) return;
   ExposedScope blocked(exposed_);
-  return comm_.all_reduce_scalar(local, comm::ReduceOp::kSum);
+  comm_.all_reduce(squared_norm, comm::ReduceOp::kSum);
 }
 
 std::vector<std::string> ZeroStage::nonfinite_gradient_names(size_t limit) const {

@@ -70,9 +70,11 @@ class ZeroStage final : public model::UnitObserver {
   void end_pass(bool had_backward);
 
   // ---- the boundary --------------------------------------------------------------------
-  // Reduces gradients to their owners and scales them by `scale`; returns the global squared
-  // L2 norm of the result (all ranks agree; non-finite when any rank's gradients overflowed).
-  double reduce_gradients(double scale);
+  // Reduces gradients to their owners and scales them by `scale`; writes the global squared L2
+  // norm of the result into `squared_norm` (f64 [1] on the backend's device; all ranks agree;
+  // non-finite when any rank's gradients overflowed). Nothing is read on the host: the engine
+  // reads the norm with the loss in its one read per step.
+  void reduce_gradients(double scale, Tensor& squared_norm);
   // Test hook: the next reduce_gradients() writes NaN into this rank's first gradient element:
   // before the reduction at stages 0-1, into its reduced partition at stages 2-3 (an overflow
   // only this rank sees before the norm's all-reduce).

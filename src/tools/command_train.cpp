@@ -11,7 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend_factory.h"
+#include "comm/host_staged_comm.h"
 #include "comm/world.h"
 #include "core/error.h"
 #include "core/parse_number.h"
@@ -195,6 +196,9 @@ int run_train(const Args& args) {
       .option("warmup-steps", "", "scheduler warmup_num_steps when \"auto\" (Trainer default 0)")
       .option("bf16", "", "true: bf16 mixed precision (bf16.enabled \"auto\" or absent; default off)")
       .option("fp16", "", "true: fp16 mixed precision (fp16.enabled \"auto\" or absent; default off)")
+      .option("device", "cpu",
+              "cpu, or sim: the simulated device (CPU kernels on memory host code may not "
+              "touch; checks a run is device-clean without a GPU); cuda is not built yet")
       .option("gradient-checkpointing", "false",
               "true: recompute each transformer block's activations in backward (less memory, "
               "about one more forward pass of compute; Hugging Face's gradient_checkpointing)");
@@ -264,12 +268,19 @@ int run_train(const Args& args) {
   need.activation_checkpointing = checkpointing == "true";
   engine::check_training_memory(shape, need);
 
-  backend::CpuBackend cpu;
+  const std::unique_ptr<backend::Backend> device = backend::create_backend(parser.get("device"));
+  // A device backend without a device-aware communicator reaches the other ranks through host
+  // staging buffers.
+  std::unique_ptr<comm::HostStagedComm> staged;
+  if (!device->device().is_cpu() && comm.world_size() > 1) {
+    staged = std::make_unique<comm::HostStagedComm>(comm, *device);
+  }
+  comm::Comm& group = staged ? static_cast<comm::Comm&>(*staged) : comm;
   std::unique_ptr<model::Model> net;
   if (is_model_folder(model_arg)) {
-    net = model::load_hf_model(model_arg, cpu, DType::kF32);
+    net = model::load_hf_model(model_arg, *device, DType::kF32);
   } else {
-    net = model::build_transformer(shape, cpu, DType::kF32);
+    net = model::build_transformer(shape, *device, DType::kF32);
     model::init_parameters(*net, seed);
   }
   net->set_activation_checkpointing(checkpointing == "true");
@@ -301,7 +312,7 @@ int run_train(const Args& args) {
                                                     comm.rank(), comm.world_size(), seed + 1);
   }
 
-  engine::Engine engine(std::move(net), settings, comm);
+  engine::Engine engine(std::move(net), settings, group);
   engine::TrainerOptions options;
   options.steps = steps;
   options.seq_len = seq_len;
@@ -310,7 +321,7 @@ int run_train(const Args& args) {
   options.resume_dir = parser.get("resume");
   options.eval_every = parser.get_int("eval-every");
   options.log_json_path = parser.get("log-json");
-  options.peak_flops = engine::measure_matmul_peak_flops(cpu);
+  options.peak_flops = engine::measure_matmul_peak_flops(*device);
   if (const char* fault = std::getenv("ZERO_TEST_FAULT")) {
     // Test hook: "RANK:STEP" makes that rank fail after that step (see TrainerOptions).
     long long step = -1;

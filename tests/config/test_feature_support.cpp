@@ -41,6 +41,10 @@ TEST(FeatureSupport, BuiltFeaturesPass) {
   // The file monitors (engine/monitor.h).
   EXPECT_NO_THROW(check_supported(parse(R"("csv_monitor": {"enabled": true},
       "tensorboard": {"enabled": true, "output_path": "logs", "job_name": "run1"})"), "ds.json"));
+  // The flops profiler (engine/flops_profiler.h), with every DeepSpeed key.
+  EXPECT_NO_THROW(check_supported(parse(R"("flops_profiler": {"enabled": true, "profile_step": 2,
+      "module_depth": -1, "top_modules": 3, "detailed": true, "output_file": "flops.txt",
+      "recompute_fwd_factor": 0.0})"), "ds.json"));
   // 16-bit training in all its built forms.
   EXPECT_NO_THROW(check_supported(parse(R"("fp16": {"enabled": true, "loss_scale": 0,
       "hysteresis": 2, "min_loss_scale": 0.0001})"), "ds.json"));
@@ -130,7 +134,6 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
       {R"("sequence_parallel_size": 4)", "sequence_parallel_size"},
       {R"("comms_logger": {"enabled": true, "debug": true})", "comms_logger.debug"},
       {R"("wandb": {"enabled": true})", "wandb.enabled"},
-      {R"("flops_profiler": {"enabled": true})", "flops_profiler.enabled"},
       {R"("checkpoint": {"load_universal": true})", "checkpoint.load_universal"},
       {R"("pipeline": {"stages": 2})", "pipeline"},
       {R"("tensor_parallel": {"autotp_size": 2})", "tensor_parallel"},

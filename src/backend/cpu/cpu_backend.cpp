@@ -20,8 +20,18 @@ namespace zero::backend {
 
 void CpuBackend::fill(Tensor& dst, double value) { cpu::fill(dst, value); }
 void CpuBackend::copy(Tensor& dst, const Tensor& src) { cpu::copy(dst, src); }
-void CpuBackend::copy_from_host(Tensor& dst, const void* src) { cpu::copy_from_host(dst, src); }
-void CpuBackend::copy_to_host(void* dst, const Tensor& src) { cpu::copy_to_host(dst, src); }
+void CpuBackend::do_copy_from_host(Tensor& dst, const void* src) { cpu::copy_from_host(dst, src); }
+void CpuBackend::do_copy_to_host(void* dst, const Tensor& src) { cpu::copy_to_host(dst, src); }
+
+Allocator& CpuBackend::pinned_host_allocator() { return cpu_pinned_allocator(); }
+
+// Every op has finished when it returns, so an event is complete once recorded; the sequence
+// numbers still let tests check that layers record and wait in a sensible order.
+Event CpuBackend::record_event(StreamKind stream) {
+  return Event(stream, ++event_sequence_[static_cast<size_t>(stream)], nullptr);
+}
+void CpuBackend::wait_event(StreamKind /*waiter*/, const Event& /*event*/) {}
+void CpuBackend::synchronize_event(const Event& /*event*/) {}
 void CpuBackend::stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
                                           int64_t first_index) {
   cpu::stochastic_round_to_bf16(dst, src, seed, first_index);
@@ -188,10 +198,17 @@ void CpuBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Te
   t.finish();
 }
 
-double CpuBackend::squared_norm(const Tensor& x) {
-  if (!any_16bit(x)) return cpu::squared_norm(x);
+void CpuBackend::sum_squares(Tensor& out, const Tensor& x, bool accumulate) {
+  // 16-bit values widen to f32 exactly, so the twin changes nothing in the sum.
   cpu::F32Twins t;
-  return cpu::squared_norm(t.in(x));
+  const double value = cpu::squared_norm(any_16bit(x) ? t.in(x) : x);
+  cpu::store_scalar(out, value, accumulate, "sum_squares");
+}
+
+void CpuBackend::sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) {
+  cpu::F32Twins t;
+  const double value = cpu::sum(any_16bit(x) ? t.in(x) : x);
+  cpu::store_scalar(out, alpha * value, accumulate, "sum");
 }
 
 void CpuBackend::optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,

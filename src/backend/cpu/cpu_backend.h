@@ -2,6 +2,9 @@
 // tested against. OpenMP for threads, OpenBLAS for matrix products. Kernels are templated on
 // float/double; each op family lives in its own cpu_<op>.cpp file.
 #pragma once
+#include <array>
+#include <cstdint>
+
 #include "backend/backend.h"
 
 namespace zero::backend {
@@ -10,12 +13,14 @@ class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::cpu(); }
   Allocator& allocator() override { return cpu_allocator(); }
-  void synchronize() override {}
+  Allocator& pinned_host_allocator() override;
+
+  Event record_event(StreamKind stream) override;
+  void wait_event(StreamKind waiter, const Event& event) override;
+  void synchronize_event(const Event& event) override;
 
   void fill(Tensor& dst, double value) override;
   void copy(Tensor& dst, const Tensor& src) override;
-  void copy_from_host(Tensor& dst, const void* src) override;
-  void copy_to_host(void* dst, const Tensor& src) override;
   void stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
                                 int64_t first_index) override;
   void add(Tensor& y, const Tensor& x, double alpha) override;
@@ -58,10 +63,19 @@ class CpuBackend final : public Backend {
                              const Tensor& targets, int64_t ignore_index,
                              double grad_scale) override;
 
-  double squared_norm(const Tensor& x) override;
+  void sum_squares(Tensor& out, const Tensor& x, bool accumulate) override;
+  void sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) override;
   void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
                         std::span<Tensor> state, std::span<const ParamSegment> segments,
                         const OptimizerHyper& hyper) override;
+
+ protected:
+  void do_copy_from_host(Tensor& dst, const void* src) override;
+  void do_copy_to_host(void* dst, const Tensor& src) override;
+  void do_synchronize() override {}
+
+ private:
+  std::array<uint64_t, kNumStreamKinds> event_sequence_{};
 };
 
 }  // namespace zero::backend

@@ -1,0 +1,17 @@
+// The backends a run picks by name (`zero train --device`):
+//   "cpu"  the CPU backend (the default, and the oracle every other backend is tested against);
+//   "sim"  the simulated device (backend/sim/): the CPU kernels on memory that host code may not
+//          touch, every transfer counted; a run that passes on it is device-clean;
+//   "cuda", "cuda:N"  the CUDA backend: not part of this build yet (UnsupportedError saying so).
+// Anything else is a ConfigError listing the choices.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace zero::backend {
+
+std::unique_ptr<Backend> create_backend(const std::string& device);
+
+}  // namespace zero::backend

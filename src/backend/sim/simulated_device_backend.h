@@ -1,0 +1,117 @@
+// SimulatedDeviceBackend: a device backend without a device. Its tensors live in host memory
+// but are labelled Device::simulated(0), so host code cannot read or write them
+// (Tensor::data<T>() refuses any non-CPU tensor) and every op must come through this backend,
+// which runs the CPU backend's kernels on host aliases of its arguments. Training on it proves,
+// on a machine without a GPU, what a CUDA backend needs from the layers above: no host access
+// to device elements, every host <-> device transfer explicit and counted, every device tensor
+// from the caching allocator (no raw allocation in a steady-state step), events recorded and
+// waited in a consistent order. Results are bit-identical to CpuBackend's.
+//
+// It also refuses what a GPU backend would refuse: a host tensor passed to a kernel, a device
+// tensor passed to copy_from_host's source side, waiting on an event never recorded.
+// Thread safety: one host thread drives it (as every Backend).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/caching_allocator.h"
+#include "core/raw_memory.h"
+
+namespace zero::backend {
+
+// Aligned host memory posing as device memory of Device::simulated(index).
+class SimulatedDeviceMemory final : public RawMemory {
+ public:
+  explicit SimulatedDeviceMemory(int index = 0) : index_(index) {}
+  Device device() const override { return Device::simulated(index_); }
+  void* allocate(size_t bytes) override;
+  void free(void* ptr, size_t bytes) override;
+
+ private:
+  int index_;
+};
+
+class SimulatedDeviceBackend final : public Backend {
+ public:
+  SimulatedDeviceBackend();
+  ~SimulatedDeviceBackend() override;
+
+  Device device() const override { return memory_.device(); }
+  Allocator& allocator() override { return *allocator_; }
+  CachingAllocator& caching_allocator() { return *allocator_; }
+  Allocator& pinned_host_allocator() override { return pinned_; }
+
+  Event record_event(StreamKind stream) override;
+  void wait_event(StreamKind waiter, const Event& event) override;
+  void synchronize_event(const Event& event) override;
+  // Events each stream waited on (tests check the transfer -> compute ordering is expressed).
+  int64_t waits_on(StreamKind waiter) const { return waits_[static_cast<size_t>(waiter)]; }
+
+  void fill(Tensor& dst, double value) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+  void stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
+                                int64_t first_index) override;
+  void add(Tensor& y, const Tensor& x, double alpha) override;
+  void scale(Tensor& y, double alpha) override;
+  void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+              double alpha, double beta) override;
+  void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) override;
+  void linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy, const Tensor& x,
+                       const Tensor& w) override;
+  void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
+                         bool accumulate) override;
+  void embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) override;
+  void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                         const Tensor& weight, const Tensor* bias, double eps) override;
+  void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                          const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) override;
+  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                       double eps) override;
+  void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                        const Tensor& weight, const Tensor& rstd) override;
+  void gelu_forward(Tensor& y, const Tensor& x) override;
+  void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) override;
+  void swiglu_forward(Tensor& y, const Tensor& gate_up) override;
+  void swiglu_backward(Tensor& dgate_up, const Tensor& dy, const Tensor& gate_up) override;
+  void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) override;
+  void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
+                         const Tensor& v, double scale, int64_t window) override;
+  void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
+                          const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                          const Tensor& lse, double scale, int64_t window) override;
+  void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                             const Tensor& targets, int64_t ignore_index,
+                             double grad_scale) override;
+  void sum_squares(Tensor& out, const Tensor& x, bool accumulate) override;
+  void sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) override;
+  void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                        std::span<Tensor> state, std::span<const ParamSegment> segments,
+                        const OptimizerHyper& hyper) override;
+
+ protected:
+  void do_copy_from_host(Tensor& dst, const void* src) override;
+  void do_copy_to_host(void* dst, const Tensor& src) override;
+  void do_synchronize() override {}
+
+ private:
+  // A CPU tensor over the same bytes, for the CPU kernels. Throws ZERO_CHECK's error when `t`
+  // is not on this device (a host tensor handed to a device kernel).
+  Tensor host_alias(const Tensor& t, const char* op) const;
+  Tensor* host_alias(const Tensor* t, Tensor& slot, const char* op) const;
+  std::shared_ptr<Storage> storage_alias(const std::shared_ptr<Storage>& storage) const;
+
+  SimulatedDeviceMemory memory_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  CpuAllocator pinned_;
+  CpuBackend cpu_;
+  std::array<uint64_t, kNumStreamKinds> recorded_{};
+  std::array<int64_t, kNumStreamKinds> waits_{};
+  mutable std::unordered_map<const Storage*, std::weak_ptr<Storage>> aliases_;
+};
+
+}  // namespace zero::backend

@@ -1,0 +1,56 @@
+// `zero train --device`: the simulated device trains exactly as the CPU backend does (the same
+// losses, bit for bit, in the JSON log), and devices this build lacks are clear errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<double> logged_losses(const fs::path& log) {
+  std::vector<double> losses;
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json entry = nlohmann::json::parse(line);
+    if (entry.contains("loss")) losses.push_back(entry["loss"].get<double>());
+  }
+  return losses;
+}
+
+TEST(DeviceFlag, SimulatedDeviceLossesEqualTheCpuBackend) {
+  const fs::path dir = fs::temp_directory_path() / "zero_device_flag";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::vector<double>> runs;
+  for (const std::string device : {"cpu", "sim"}) {
+    const fs::path log = dir / (device + ".jsonl");
+    const auto result = zero::testing::run_cli("train --device " + device +
+                                               " --steps 6 --seq-len 16 --bf16 true --log-json " +
+                                               log.string());
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    runs.push_back(logged_losses(log));
+  }
+  ASSERT_FALSE(runs[0].empty());
+  EXPECT_EQ(runs[0], runs[1]);
+  fs::remove_all(dir);
+}
+
+TEST(DeviceFlag, UnbuiltAndUnknownDevicesAreClearErrors) {
+  const auto cuda = zero::testing::run_cli("train --device cuda --steps 1");
+  EXPECT_NE(cuda.exit_code, 0);
+  EXPECT_NE(cuda.output.find("no CUDA backend yet"), std::string::npos) << cuda.output;
+  const auto unknown = zero::testing::run_cli("train --device tpu --steps 1");
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.output.find("use cpu, sim or cuda"), std::string::npos) << unknown.output;
+}
+
+}  // namespace
