@@ -4,6 +4,12 @@ find_package(nlohmann_json 3.10 REQUIRED)
 # zlib compresses `zero plot`'s PNG output (zlib1g-dev).
 find_package(ZLIB REQUIRED)
 find_package(PkgConfig REQUIRED)
+# The Hugging Face tokenizer (src/data/tokenizer): PCRE2 runs the split regexes (Unicode
+# classes, JIT; libpcre2-dev), utf8proc the NFC/NFKC normalizers (libutf8proc-dev).
+pkg_check_modules(ZERO_PCRE2 REQUIRED IMPORTED_TARGET GLOBAL libpcre2-8)
+pkg_check_modules(ZERO_UTF8PROC REQUIRED IMPORTED_TARGET GLOBAL libutf8proc)
+# Highway (libhwy-dev): SIMD with runtime dispatch for the offloaded CPU optimizer step (src/offload).
+find_package(hwy REQUIRED)
 # OpenBLAS: prefer the OpenMP build so BLAS threads and our OpenMP threads share one pool.
 # Look in Debian's openblas-openmp folder first: the plain libopenblas.so is an alternatives link
 # that may point at the pthread build.

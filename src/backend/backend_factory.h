@@ -2,7 +2,9 @@
 //   "cpu"  the CPU backend (the default, and the oracle every other backend is tested against);
 //   "sim"  the simulated device (backend/sim/): the CPU kernels on memory that host code may not
 //          touch, every transfer counted; a run that passes on it is device-clean;
-//   "cuda", "cuda:N"  the CUDA backend: not part of this build yet (UnsupportedError saying so).
+//   "cuda", "cuda:N"  the CUDA backend (backend/cuda/) on device N (default 0); a build without
+//          CUDA throws UnsupportedError saying so, a machine without the device a zero::Error
+//          naming what is missing.
 // Anything else is a ConfigError listing the choices.
 #pragma once
 #include <memory>

@@ -14,15 +14,29 @@ void count(CommStats& stats, OpKind kind, const Tensor& message) {
   s.message_bytes += static_cast<int64_t>(message.nbytes());
 }
 
-// Host copy between two contiguous tensors of the same dtype and size (may alias exactly).
-void copy_bytes(Tensor& dst, const Tensor& src, const char* op) {
-  ZERO_CHECK(dst.is_contiguous() && src.is_contiguous(), "SelfComm::" << op << ": tensors must be contiguous");
-  ZERO_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(),
-             "SelfComm::" << op << ": " << dst.describe() << " vs " << src.describe());
-  if (dst.raw_data() != src.raw_data()) std::memmove(dst.raw_data(), src.raw_data(), src.nbytes());
+// Memory the host can move with memmove: host memory, and the simulated device's (which is host
+// memory by construction).
+bool host_addressable(const Tensor& t) {
+  return t.device().is_cpu() || t.device().kind == DeviceKind::kSimulated;
 }
 
 }  // namespace
+
+// A copy between two contiguous tensors of the same dtype and size (may alias exactly).
+void SelfComm::copy_bytes(Tensor& dst, const Tensor& src, const char* op) {
+  ZERO_CHECK(dst.is_contiguous() && src.is_contiguous(), "SelfComm::" << op << ": tensors must be contiguous");
+  ZERO_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(),
+             "SelfComm::" << op << ": " << dst.describe() << " vs " << src.describe());
+  if (dst.raw_data() == src.raw_data()) return;
+  if (host_addressable(dst) && host_addressable(src)) {
+    std::memmove(dst.raw_data(), src.raw_data(), src.nbytes());
+    return;
+  }
+  ZERO_CHECK(device_ != nullptr && dst.device() == device_->device() && src.device() == dst.device(),
+             "SelfComm::" << op << " of " << src.describe() << " into " << dst.describe()
+                          << ": device tensors need the SelfComm built with their backend");
+  device_->copy(dst, src);
+}
 
 void SelfComm::all_reduce(Tensor& tensor, ReduceOp) { count(stats_, OpKind::kAllReduce, tensor); }
 
@@ -72,6 +86,6 @@ std::shared_ptr<Work> SelfComm::all_gather_async(const Tensor& input, Tensor& ou
   return std::make_shared<CompletedWork>();
 }
 
-std::unique_ptr<Comm> SelfComm::split(int, int) { return std::make_unique<SelfComm>(); }
+std::unique_ptr<Comm> SelfComm::split(int, int) { return std::make_unique<SelfComm>(device_); }
 
 }  // namespace zero::comm

@@ -1,13 +1,20 @@
 // SelfComm: the group of one process. Reductions and gathers are copies (the rank's own
 // contribution is the result), so code written for N ranks runs unchanged at N = 1; calls are
 // still counted (with zero traffic: nothing leaves the process).
+//
+// Device tensors: tensors of a GPU backend are copied by that backend (pass it to the
+// constructor); host and simulated-device memory is copied directly.
 #pragma once
+#include "backend/backend.h"
 #include "comm/comm.h"
 
 namespace zero::comm {
 
 class SelfComm final : public Comm {
  public:
+  // `device` (not owned; may be null) copies tensors of its device; it must outlive this.
+  explicit SelfComm(backend::Backend* device = nullptr) : device_(device) {}
+
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string name() const override { return "self"; }
@@ -28,6 +35,11 @@ class SelfComm final : public Comm {
 
   std::unique_ptr<Comm> split(int color, int key) override;
   void abort_job(int) override {}
+
+ private:
+  void copy_bytes(Tensor& dst, const Tensor& src, const char* op);
+
+  backend::Backend* device_;
 };
 
 }  // namespace zero::comm

@@ -170,11 +170,6 @@ const std::vector<Gate>& gates() {
         row("zero_optimization.round_robin_gradients",
             [](const Config& c) { return when_true(c.zero_optimization.round_robin_gradients); },
             "round-robin gradient partitioning", zero, off),
-        row("zero_optimization.cpu_offload",
-            [](const Config& c) {
-              return when_true(c.zero_optimization.cpu_offload.value_or(false));
-            },
-            "optimizer offload", offload, off),
         row("zero_optimization.cpu_offload_param",
             [](const Config& c) {
               return when_true(c.zero_optimization.cpu_offload_param.value_or(false));
@@ -185,11 +180,22 @@ const std::vector<Gate>& gates() {
               return when_offloaded(c.zero_optimization.offload_param.device);
             },
             "parameter offload", offload, "remove the section or set the device to \"none\""),
+        // Optimizer offload to CPU memory is built (stages 1-3); NVMe and partial offload not yet.
         row("zero_optimization.offload_optimizer.device",
             [](const Config& c) {
-              return when_offloaded(c.zero_optimization.offload_optimizer.device);
+              return c.zero_optimization.offload_optimizer.device == OffloadDevice::kNvme
+                         ? std::optional<json>("nvme")
+                         : std::nullopt;
             },
-            "optimizer offload", offload, "remove the section or set the device to \"none\""),
+            "optimizer offload to NVMe", offload, "set the device to \"cpu\" or \"none\""),
+        row("zero_optimization.offload_optimizer.ratio",
+            [](const Config& c) {
+              const auto& o = c.zero_optimization.offload_optimizer;
+              return o.device != OffloadDevice::kNone && o.ratio < 1.0 ? std::optional<json>(o.ratio)
+                                                                       : std::nullopt;
+            },
+            "partial optimizer offload (part of the step on the device)", offload,
+            "remove the key or set it to 1"),
         row("zero_optimization.zero_quantized_weights",
             [](const Config& c) { return when_true(c.zero_optimization.zero_quantized_weights); },
             "ZeRO++ quantized weight communication", zeropp, off),

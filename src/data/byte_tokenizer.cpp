@@ -25,4 +25,18 @@ std::string ByteTokenizer::decode(const std::vector<uint32_t>& tokens) const {
   return text;
 }
 
+std::vector<uint32_t> ByteTokenizer::encode(std::string_view text,
+                                            bool /*add_special_tokens*/) const {
+  return encode(text);
+}
+
+std::string ByteTokenizer::decode(const std::vector<uint32_t>& ids,
+                                  bool /*skip_special_tokens*/) const {
+  return decode(ids);
+}
+
+std::string ByteTokenizer::description() const {
+  return "byte tokenizer (token = byte value, vocabulary 256)";
+}
+
 }  // namespace zero::data

@@ -61,7 +61,7 @@ void TokenDataset::copy_sample_to(int64_t index, Out* inputs, Out* targets) cons
   const Location at = locate(index);
   const TokenShard& s = shard(at.shard);
   s.copy_window(at.start, seq_len_, inputs);
-  s.copy_window(at.start + 1, seq_len_, targets);
+  s.copy_targets(at.start + 1, seq_len_, kIgnoredTarget, targets);
 }
 
 void TokenDataset::copy_sample(int64_t index, int32_t* inputs, int32_t* targets) const {

@@ -2,7 +2,8 @@
 // of seq_len + 1 consecutive tokens (inputs = the first seq_len, targets = the same shifted by
 // one). Each shard is cut into non-overlapping windows, (size - 1) / seq_len of them — the last
 // token of one window is the first of the next, since it is only ever a target there — and no
-// window crosses a shard boundary (shards are separate documents or datasets).
+// window crosses a shard boundary (shards are separate documents or datasets). A target whose
+// token the shard's loss mask marks as not a target (a prompt token) is kIgnoredTarget.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,6 +12,10 @@
 #include "data/token_shard.h"
 
 namespace zero::data {
+
+// The target value of a masked token: model::kIgnoreIndex (the loss skips it); the data library
+// does not depend on the model library, so the value is repeated here and checked equal there.
+inline constexpr int32_t kIgnoredTarget = -100;
 
 class TokenDataset {
  public:
@@ -34,7 +39,7 @@ class TokenDataset {
   };
   Location locate(int64_t index) const;
 
-  // Writes sample `index`'s seq_len inputs and seq_len targets.
+  // Writes sample `index`'s seq_len inputs and seq_len targets (kIgnoredTarget where masked).
   void copy_sample(int64_t index, int32_t* inputs, int32_t* targets) const;
   void copy_sample(int64_t index, int64_t* inputs, int64_t* targets) const;
 

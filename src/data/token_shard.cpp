@@ -51,18 +51,26 @@ std::string system_error(const std::string& path, const std::string& what) {
   return path + ": " + what + ": " + std::strerror(saved);
 }
 
-// Checks magic and version; returns whether the tokens are uint32.
-bool check_header(const std::string& path, const int32_t* header) {
+// What the header says about the layout after it.
+struct Layout {
+  bool wide = false;    // uint32 tokens (else uint16)
+  bool masked = false;  // a mask byte per token follows the tokens
+};
+
+// Checks magic, version and (masked layout) the token width.
+Layout check_header(const std::string& path, const int32_t* header) {
   const int32_t magic = header[0];
   const int32_t version = header[1];
-  if (magic != kShardMagicU16 && magic != kShardMagicU32) {
+  if (magic != kShardMagicU16 && magic != kShardMagicU32 && magic != kShardMagicMasked) {
     throw FileError(path + ": bad magic " + std::to_string(magic) +
                     " in the token shard header; known magics are 20240520 (uint16 tokens, "
-                    "version 1) and 20240801 (uint32 tokens, version 7), as llm.c writes them. "
-                    "Is this an llm.c .bin token file? `zero prepare` writes one from text.");
+                    "version 1) and 20240801 (uint32 tokens, version 7), as llm.c writes them, "
+                    "and 20261125 (tokens with a loss mask, version 1), as `zero prepare` writes "
+                    "them. Is this an llm.c .bin token file? `zero prepare` writes one from text.");
   }
-  const bool wide = magic == kShardMagicU32;
-  const int32_t expected = wide ? kShardVersionU32 : kShardVersionU16;
+  const int32_t expected = magic == kShardMagicU32      ? kShardVersionU32
+                           : magic == kShardMagicMasked ? kShardVersionMasked
+                                                        : kShardVersionU16;
   if (version != expected) {
     throw FileError(path + ": version " + std::to_string(version) + " with magic " +
                     std::to_string(magic) + "; that magic's version is " +
@@ -70,7 +78,14 @@ bool check_header(const std::string& path, const int32_t* header) {
                     ". The file was written by a different tool or "
                     "is corrupt; regenerate it.");
   }
-  return wide;
+  if (magic != kShardMagicMasked) return {magic == kShardMagicU32, false};
+  const int32_t width = header[3];
+  if (width != 2 && width != 4) {
+    throw FileError(path + ": the masked token shard's header gives " + std::to_string(width) +
+                    " bytes per token (header int 3); it must be 2 (uint16) or 4 (uint32). The "
+                    "file is corrupt; regenerate it with `zero prepare`.");
+  }
+  return {width == 4, true};
 }
 
 template <typename T>
@@ -117,19 +132,22 @@ TokenShard TokenShard::open(const std::string& path, int64_t vocab_size) {
   const auto* header = static_cast<const int32_t*>(mapping->address);
   TokenShard shard;
   shard.path_ = path;
-  shard.wide_ = check_header(path, header);
+  const Layout layout = check_header(path, header);
+  shard.wide_ = layout.wide;
   const int64_t count = header[2];
-  const int64_t token_bytes = shard.wide_ ? 4 : 2;
+  // A masked shard stores one mask byte per token after the tokens.
+  const int64_t token_bytes = (shard.wide_ ? 4 : 2) + (layout.masked ? 1 : 0);
   const int64_t payload = file_size - kShardHeaderBytes;
   if (count < 0) {
     throw FileError(path + ": the header's token count is negative (" + std::to_string(count) +
                     "); the file is corrupt");
   }
-  // count < 2^31 (an int32 in the header) and token_bytes <= 4: neither product can overflow.
+  // count < 2^31 (an int32 in the header) and token_bytes <= 5: neither product can overflow.
   if (count * token_bytes != payload) {
     const int64_t expected = kShardHeaderBytes + count * token_bytes;
     const bool truncated = expected > file_size;
-    throw FileError(path + ": the header says " + with_commas(count) + " tokens (" +
+    throw FileError(path + ": the header says " + with_commas(count) + " tokens" +
+                    (layout.masked ? " with their loss mask" : "") + " (" +
                     with_commas(expected) + " bytes with the header) but the file has " +
                     with_commas(file_size) + " bytes" +
                     (truncated ? " (truncated: was the download or write interrupted?)"
@@ -139,6 +157,28 @@ TokenShard TokenShard::open(const std::string& path, int64_t vocab_size) {
   shard.count_ = count;
   shard.tokens_ = static_cast<const char*>(mapping->address) + kShardHeaderBytes;
   shard.mapping_ = std::shared_ptr<const void>(mapping, mapping->address);
+  shard.target_count_ = count;
+  if (layout.masked) {
+    shard.mask_ = reinterpret_cast<const uint8_t*>(static_cast<const char*>(shard.tokens_) +
+                                                   count * (shard.wide_ ? 4 : 2));
+    // One pass sums the mask and finds its largest byte; the position of a bad byte is only
+    // searched on failure.
+    int64_t targets = 0;
+    uint8_t largest = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      targets += shard.mask_[i];
+      largest = std::max(largest, shard.mask_[i]);
+    }
+    if (largest > 1) {
+      int64_t at = 0;
+      while (shard.mask_[at] <= 1) ++at;
+      throw FileError(path + ": loss mask value " + std::to_string(shard.mask_[at]) +
+                      " at position " + with_commas(at) +
+                      "; the mask must hold 0 (not a target) or 1 (a target) per token. The "
+                      "file is corrupt; regenerate it with `zero prepare`.");
+    }
+    shard.target_count_ = targets;
+  }
 
   // One pass for the maximum; the position of the first bad id is only searched on failure.
   shard.max_token_ = shard.wide_ ? max_of(static_cast<const uint32_t*>(shard.tokens_), count)
@@ -177,7 +217,31 @@ void TokenShard::copy_window(int64_t start, int64_t count, int64_t* out) const {
   copy_window_to(start, count, out);
 }
 
-void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool wide) {
+template <typename Out>
+void TokenShard::copy_targets_to(int64_t start, int64_t count, int32_t ignore_index,
+                                 Out* out) const {
+  copy_window_to(start, count, out);
+  if (mask_ == nullptr) return;
+  for (int64_t i = 0; i < count; ++i) {
+    if (mask_[start + i] == 0) out[i] = static_cast<Out>(ignore_index);
+  }
+}
+
+void TokenShard::copy_targets(int64_t start, int64_t count, int32_t ignore_index,
+                              int32_t* out) const {
+  copy_targets_to(start, count, ignore_index, out);
+}
+
+void TokenShard::copy_targets(int64_t start, int64_t count, int32_t ignore_index,
+                              int64_t* out) const {
+  copy_targets_to(start, count, ignore_index, out);
+}
+
+namespace {
+
+// Both layouts: the header, the tokens (narrowed when not wide), then the mask when there is one.
+void write_shard(const std::string& path, const std::vector<uint32_t>& tokens,
+                 const std::vector<uint8_t>* mask, bool wide) {
   if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     throw ConfigError(path + ": " + with_commas(static_cast<int64_t>(tokens.size())) +
                       " tokens do not fit one .bin shard (its header counts at most "
@@ -186,8 +250,14 @@ void write_token_shard(const std::string& path, const std::vector<uint32_t>& tok
   if (!wide)
     wide = std::any_of(tokens.begin(), tokens.end(), [](uint32_t t) { return t > 0xffff; });
   int32_t header[kHeaderInts] = {};
-  header[0] = wide ? kShardMagicU32 : kShardMagicU16;
-  header[1] = wide ? kShardVersionU32 : kShardVersionU16;
+  if (mask != nullptr) {
+    header[0] = kShardMagicMasked;
+    header[1] = kShardVersionMasked;
+    header[3] = wide ? 4 : 2;
+  } else {
+    header[0] = wide ? kShardMagicU32 : kShardMagicU16;
+    header[1] = wide ? kShardVersionU32 : kShardVersionU16;
+  }
   header[2] = static_cast<int32_t>(tokens.size());
   io::write_file_atomically(path, [&](std::FILE* file) {
     const auto fail = [&] {
@@ -198,19 +268,42 @@ void write_token_shard(const std::string& path, const std::vector<uint32_t>& tok
     if (wide) {
       if (std::fwrite(tokens.data(), sizeof(uint32_t), tokens.size(), file) != tokens.size())
         fail();
-      return;
+    } else {
+      // Narrowed in chunks so a large shard does not need a second full-size copy.
+      constexpr size_t kChunk = size_t{1} << 16;
+      std::vector<uint16_t> narrow;
+      for (size_t begin = 0; begin < tokens.size(); begin += kChunk) {
+        const size_t end = std::min(tokens.size(), begin + kChunk);
+        narrow.assign(tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                      tokens.begin() + static_cast<std::ptrdiff_t>(end));
+        if (std::fwrite(narrow.data(), sizeof(uint16_t), narrow.size(), file) != narrow.size())
+          fail();
+      }
     }
-    // Narrowed in chunks so a large shard does not need a second full-size copy.
-    constexpr size_t kChunk = size_t{1} << 16;
-    std::vector<uint16_t> narrow;
-    for (size_t begin = 0; begin < tokens.size(); begin += kChunk) {
-      const size_t end = std::min(tokens.size(), begin + kChunk);
-      narrow.assign(tokens.begin() + static_cast<std::ptrdiff_t>(begin),
-                    tokens.begin() + static_cast<std::ptrdiff_t>(end));
-      if (std::fwrite(narrow.data(), sizeof(uint16_t), narrow.size(), file) != narrow.size())
-        fail();
-    }
+    if (mask != nullptr && std::fwrite(mask->data(), 1, mask->size(), file) != mask->size())
+      fail();
   });
+}
+
+}  // namespace
+
+void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool wide) {
+  write_shard(path, tokens, nullptr, wide);
+}
+
+void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens,
+                       const std::vector<uint8_t>& mask, bool wide) {
+  if (mask.size() != tokens.size()) {
+    throw ConfigError(path + ": the loss mask has " + with_commas(static_cast<int64_t>(mask.size())) +
+                      " values for " + with_commas(static_cast<int64_t>(tokens.size())) +
+                      " tokens; it needs one per token");
+  }
+  const auto bad = std::find_if(mask.begin(), mask.end(), [](uint8_t m) { return m > 1; });
+  if (bad != mask.end()) {
+    throw ConfigError(path + ": loss mask value " + std::to_string(*bad) + " at position " +
+                      with_commas(bad - mask.begin()) + "; a mask value is 0 (not a target) or 1");
+  }
+  write_shard(path, tokens, &mask, wide);
 }
 
 }  // namespace zero::data

@@ -5,10 +5,15 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "data/token_dataset.h"
 #include "engine/engine_state.h"
+#include "model/step_context.h"
 
 namespace zero::engine {
 namespace {
+
+static_assert(data::kIgnoredTarget == model::kIgnoreIndex,
+              "masked shard tokens must become the loss's ignore index");
 
 // The micro-batch shape both sources produce: tokens and targets of micro_batch x seq_len, read
 // from windows of seq_len + 1 tokens.
@@ -117,18 +122,24 @@ model::Batch ShardData::next(int64_t micro_batch, int64_t seq_len) {
     size_t shard = 0;
     while (first_window_[shard + 1] <= window) ++shard;
     const int64_t start = (window - first_window_[shard]) * seq_len;
-    for (int64_t t = 0; t < seq_len; ++t) {
-      batch.tokens.data<int32_t>()[b * seq_len + t] = static_cast<int32_t>(shards_[shard].token(start + t));
-      batch.targets.data<int32_t>()[b * seq_len + t] = static_cast<int32_t>(shards_[shard].token(start + t + 1));
-    }
+    // A target the shard's loss mask excludes (a prompt token) becomes the ignore index.
+    shards_[shard].copy_window(start, seq_len, batch.tokens.data<int32_t>() + b * seq_len);
+    shards_[shard].copy_targets(start + 1, seq_len, data::kIgnoredTarget,
+                                batch.targets.data<int32_t>() + b * seq_len);
   }
   return batch;
 }
 
 std::string ShardData::description() const {
-  int64_t tokens = 0;
-  for (const auto& s : shards_) tokens += s.size();
-  return std::to_string(shards_.size()) + " shard(s), " + std::to_string(tokens) + " tokens, " +
+  int64_t tokens = 0, targets = 0;
+  bool masked = false;
+  for (const auto& s : shards_) {
+    tokens += s.size();
+    targets += s.target_count();
+    masked = masked || s.has_mask();
+  }
+  return std::to_string(shards_.size()) + " shard(s), " + std::to_string(tokens) + " tokens" +
+         (masked ? " (" + std::to_string(targets) + " of them loss targets)" : "") + ", " +
          std::to_string(first_window_.back()) + " windows of " + std::to_string(seq_len_);
 }
 

@@ -32,7 +32,9 @@ class SyntheticData final : public TrainingData {
 };
 
 // Non-overlapping windows of seq_len + 1 tokens from each shard (never crossing shards), in the
-// sampler's order.
+// sampler's order. Targets whose token a shard's loss mask excludes (prompt tokens) are
+// model::kIgnoreIndex. Windows are never skipped for holding no target: a micro-batch whose
+// targets are all ignored has loss 0 and a zero gradient, and still counts as a micro-batch.
 class ShardData final : public TrainingData {
  public:
   // `drop_last_batch` (DeepSpeed's dataloader_drop_last): a micro-batch never spans two epochs;

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "engine/engine_state.h"
+#include "offload/cpu_optimizer.h"
 #include "optim/dynamic_loss_scaler.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -87,7 +88,10 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
                                                 precision, gradient_prescale);
-  optimizer_->init_state(model_->backend(), zero_->update_numel(), zero_->precision().states);
+  optimizer_->init_state(zero_->optimizer_backend(), zero_->update_numel(), zero_->precision().states);
+  if (zero_->offloads_optimizer()) {
+    cpu_step_ = std::make_unique<offload::CpuOptimizerStep>(optimizer_->kind());
+  }
   step_scalars_ = model_->backend().zeros({2}, DType::kF64, MemoryCategory::kOther);
   schedule_ = optim::LrSchedule::create({settings_.scheduler_type, settings_.scheduler_params},
                                         optimizer_->base_lr(), "scheduler");
@@ -198,15 +202,26 @@ void Engine::apply_update() {
     return;
   }
 
-  if (settings_.gradient_clipping > 0.0) {
-    const double coefficient = optim::clip_coefficient(last_grad_norm_, settings_.gradient_clipping);
-    if (coefficient < 1.0) optim::clip_gradients(be, zero_->update_grads(), coefficient);
-  }
+  const double coefficient = settings_.gradient_clipping > 0.0
+                                 ? optim::clip_coefficient(last_grad_norm_, settings_.gradient_clipping)
+                                 : 1.0;
   if (auto betas = schedule_->betas_at(schedule_->last_batch_iteration())) {
     optimizer_->set_betas(betas->first, betas->second);
   }
-  optimizer_->step(be, zero_->update_params(), zero_->update_grads(), zero_->update_segments(),
-                   schedule_->current_lr());
+  const double lr = schedule_->current_lr();
+  if (cpu_step_) {
+    // ZeRO-Offload: one fused host pass over the partition (clipping folded into its gradient
+    // read) that also writes the 16-bit copy publish_parameters() uploads.
+    offload::CpuStepBuffers buffers{zero_->update_params(), zero_->update_grads(),
+                                    optimizer_->state_buffers(), zero_->offload_param_copy()};
+    cpu_step_->step(buffers, zero_->update_segments(), optimizer_->next_hyper(lr), 1.0,
+                    coefficient < 1.0 ? coefficient : 1.0);
+    optimizer_->finish_external_step(lr);
+    if (buffers.param_copy.defined()) zero_->offloaded_step_done();
+  } else {
+    if (coefficient < 1.0) optim::clip_gradients(be, zero_->update_grads(), coefficient);
+    optimizer_->step(be, zero_->update_params(), zero_->update_grads(), zero_->update_segments(), lr);
+  }
   zero_->publish_parameters(step_number);
   schedule_->step();
   zero_->zero_grad();

@@ -22,6 +22,10 @@
 #include "model/model.h"
 #include "sharding/zero_stage.h"
 
+namespace zero::offload {
+class CpuOptimizerStep;
+}  // namespace zero::offload
+
 namespace zero::optim {
 class Optimizer;
 class LrSchedule;
@@ -107,6 +111,7 @@ class Engine {
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;  // fp16 only
   std::unique_ptr<sharding::ZeroStage> zero_;
+  std::unique_ptr<offload::CpuOptimizerStep> cpu_step_;  // optimizer offload only
   std::unique_ptr<model::StepContext> pending_;  // forward done, backward not yet
   model::Batch pending_batch_;
   Timers timers_;

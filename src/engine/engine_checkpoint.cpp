@@ -92,7 +92,9 @@ std::vector<ManifestEntry> manifest_of(model::Model& model) {
 }  // namespace
 
 void Engine::save_partitioned(const std::string& staging_dir) {
-  auto& be = model_->backend();
+  // The optimizer's buffers (master weights, states) live where it runs: the device, or the
+  // host under optimizer offload.
+  auto& be = zero_->optimizer_backend();
   const auto optimizer_state = optimizer_->state_tensors();
   std::vector<std::pair<std::string, Tensor>> pieces;
   for (const sharding::ParamSlice& slice : zero_->layout().slices()) {
@@ -126,7 +128,9 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
                       std::to_string(kMaxClientStateDepth) +
                       " levels, more than a checkpoint can be read back with; flatten it");
   }
-  auto& be = model_->backend();
+  // The optimizer's buffers (master weights, states) live where it runs: the device, or the
+  // host under optimizer offload.
+  auto& be = zero_->optimizer_backend();
   const bool leader = comm_.rank() == 0;
   // Every rank writes into the staging folder rank 0 creates (named after rank 0's pid).
   const long id = static_cast<long>(
@@ -224,7 +228,9 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
                     " micro-steps is more than the 2^53 a run may count; lower "
                     "gradient_accumulation_steps or start a fresh run");
   }
-  auto& be = model_->backend();
+  // The optimizer's buffers (master weights, states) live where it runs: the device, or the
+  // host under optimizer offload.
+  auto& be = zero_->optimizer_backend();
   const CheckpointTensors tensors(folder.string(), state);
   auto optimizer_state = optimizer_->state_tensors();
   std::vector<float> host;

@@ -37,6 +37,21 @@ class Optimizer {
   void step(backend::Backend& backend, Tensor& params, const Tensor& grads,
             std::span<const backend::ParamSegment> segments, double lr);
 
+  // ZeRO-Offload runs the update itself (offload/cpu_optimizer.h) over state_buffers() with
+  // next_hyper(lr), then counts it with finish_external_step(lr): the same hyper-parameters and
+  // step count as step() would have used.
+  backend::OptimizerKind kind() const { return kind_; }
+  backend::OptimizerHyper next_hyper(double lr) const {
+    backend::OptimizerHyper h = hyper_;
+    h.lr = lr;
+    return h;
+  }
+  void finish_external_step(double lr) {
+    hyper_.lr = lr;
+    ++hyper_.step;
+  }
+  std::vector<Tensor>& state_buffers() { return state_; }
+
   int64_t step_count() const { return hyper_.step - 1; }
   void set_step_count(int64_t steps) { hyper_.step = steps + 1; }
   double base_lr() const { return hyper_.lr; }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "sharding/dtype_ops.h"
@@ -123,6 +124,65 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
   }
   if (params_by_unit()) model.release_flat_params();
   if (params_by_unit() || grads_by_unit()) model.set_observer(this);
+  if (zero_.offload_optimizer.device != config::OffloadDevice::kNone) offload_master();
+}
+
+void ZeroStage::offload_master() {
+  const config::OffloadOptimizerConfig& offload = zero_.offload_optimizer;
+  if (offload.device != config::OffloadDevice::kCpu) {
+    throw UnsupportedError("zero_optimization.offload_optimizer.device \"nvme\" is not built yet; "
+                           "use \"cpu\"");
+  }
+  if (stage_ == 0) {
+    throw ConfigError("zero_optimization.offload_optimizer needs ZeRO stage 1, 2 or 3 (the "
+                      "offloaded optimizer works on the rank's partition); set "
+                      "zero_optimization.stage");
+  }
+  if (precision_.master != DType::kF32) {
+    throw UnsupportedError("zero_optimization.offload_optimizer with "
+                           "bf16.bf16_master_weights_and_grads is not supported: the CPU step "
+                           "keeps f32 master weights; remove one of the two");
+  }
+  if (offload.ratio < 1.0) {
+    throw UnsupportedError("zero_optimization.offload_optimizer.ratio " +
+                           std::to_string(offload.ratio) +
+                           " (part of the optimizer step on the device) is not built yet; set "
+                           "ratio to 1");
+  }
+  host_backend_ = std::make_unique<backend::CpuBackend>();
+  // Pinned memory makes the per-step gradient download and parameter upload run at full
+  // bandwidth (DeepSpeed's pin_memory); without it the buffers are ordinary host memory.
+  Allocator& host_memory = offload.pin_memory ? backend_.pinned_host_allocator() : cpu_allocator();
+  const int64_t n = layout_.partition_numel();
+  Tensor master = Tensor::empty(host_memory, {n}, DType::kF32, MemoryCategory::kOptimizer);
+  backend_.copy_to_host(master.raw_data(), master_);
+  master_ = master;
+  host_grads_ = Tensor::empty(host_memory, {n}, DType::kF32, MemoryCategory::kGrads);
+  if (precision_.mixed()) {
+    host_param_copy_ = Tensor::empty(host_memory, {n}, precision_.param, MemoryCategory::kParams);
+  }
+}
+
+Tensor ZeroStage::master_on_device(DType dtype) {
+  if (!host_backend_) {
+    if (master_.dtype() == dtype) return master_;
+    Tensor converted = backend_.empty({master_.numel()}, dtype, MemoryCategory::kComm);
+    backend_.copy(converted, master_);  // rounds to nearest-even
+    return converted;
+  }
+  const Tensor* host = &master_;
+  if (dtype != DType::kF32) {
+    ZERO_CHECK(host_param_copy_.defined() && host_param_copy_.dtype() == dtype,
+               "offload: no host copy in " << dtype_name(dtype));
+    // The CPU step wrote the copy in its pass; after a checkpoint load it is converted here
+    // (the same round-to-nearest-even).
+    if (!host_param_copy_fresh_) host_backend_->copy(host_param_copy_, master_);
+    host = &host_param_copy_;
+  }
+  host_param_copy_fresh_ = false;
+  Tensor uploaded = backend_.empty({master_.numel()}, dtype, MemoryCategory::kComm);
+  backend_.copy_from_host(uploaded, host->raw_data());
+  return uploaded;
 }
 
 ZeroStage::~ZeroStage() { model_.set_observer(nullptr); }
@@ -258,6 +318,9 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
   // bf16_master_weights_and_grads: the optimizer's gradient partition is stored in bf16.
   if (precision_.master != DType::kF32) round_through(backend_, update_grads_f32_, precision_.master);
   backend_.sum_squares(squared_norm, update_grads_f32_, false);
+  // Offload: the optimizer runs on the host; the partition goes down now, the norm stays on the
+  // device for the step's one scalar read.
+  if (host_backend_) backend_.copy_to_host(host_grads_.raw_data(), update_grads_f32_);
   // Stage 0: every rank holds the same reduced gradients, so its norm is already global.
   if (stage_ == 0) return;
   ExposedScope blocked(exposed_);
@@ -313,7 +376,7 @@ void ZeroStage::commit_master(int64_t step) {
 
 Tensor& ZeroStage::update_grads() {
   ZERO_CHECK(update_grads_f32_.defined(), "update_grads() before reduce_gradients()");
-  return update_grads_f32_;
+  return host_backend_ ? host_grads_ : update_grads_f32_;
 }
 
 std::span<const backend::ParamSegment> ZeroStage::update_segments() const {
@@ -357,16 +420,14 @@ void ZeroStage::publish_parameters(int64_t step) {
   if (master_f32_.defined()) commit_master(step);
   const bool mixed = precision_.mixed();
   if (stage_ == 3 || (stage_ == 0 && mixed)) {
-    backend_.copy(param_storage_, master_);  // rounds to the parameters' dtype
+    // Rounds to the parameters' dtype; under offload the upload comes first.
+    backend_.copy(param_storage_, host_backend_ ? master_on_device(param_storage_.dtype()) : master_);
   } else if (stage_ == 1 || stage_ == 2) {
     if (mixed) {
       // The updated shards travel in the parameters' dtype, as DeepSpeed all-gathers them.
-      Tensor shards = backend_.empty({layout_.partition_numel()}, precision_.param,
-                                     MemoryCategory::kComm);
-      backend_.copy(shards, master_);
-      gather_into(param_storage_, shards);
+      gather_into(param_storage_, master_on_device(precision_.param));
     } else {
-      gather_into(model_.flat_params(), master_);
+      gather_into(model_.flat_params(), master_on_device(DType::kF32));
     }
   }
   if (fetcher_) fetcher_->invalidate();

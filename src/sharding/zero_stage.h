@@ -31,6 +31,14 @@
 // master weights (precision.master) the partition of master weights and the reduced gradients
 // are stored in bf16: update_params() is then an f32 working copy that publish_parameters()
 // commits back (round-to-nearest-even or stochastic rounding) and frees.
+//
+// Optimizer offload (zero_optimization.offload_optimizer.device "cpu", stages 1-3; DeepSpeed's
+// ZeRO-Offload): the f32 master partition and the reduced f32 gradient partition live in host
+// memory (pinned when pin_memory), the optimizer's state too (optimizer_backend() is a host
+// CPU backend), and the device keeps only the parameters and gradients. reduce_gradients()
+// computes the norm on the device and then copies the gradient partition to the host;
+// publish_parameters() uploads the updated partition in the parameters' dtype (the CPU step
+// writes that 16-bit copy in its pass: offload_param_copy()).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -86,6 +94,15 @@ class ZeroStage final : public model::UnitObserver {
   // its segments in their coordinates.
   Tensor& update_params();
   Tensor& update_grads();
+  // The backend the optimizer runs on and its buffers live on: this stage's backend, or the
+  // host CPU backend under optimizer offload.
+  backend::Backend& optimizer_backend() { return host_backend_ ? *host_backend_ : backend_; }
+  bool offloads_optimizer() const { return host_backend_ != nullptr; }
+  // Under offload with 16-bit parameters: the host buffer the CPU step writes the partition's
+  // 16-bit copy into (undefined otherwise). Call offloaded_step_done() after writing it, so
+  // publish_parameters() uploads it instead of converting the master weights again.
+  Tensor& offload_param_copy() { return host_param_copy_; }
+  void offloaded_step_done() { host_param_copy_fresh_ = true; }
   std::span<const backend::ParamSegment> update_segments() const;
   int64_t update_numel() const;
   // After the optimizer step: commits update_params() to bf16 master weights when they are
@@ -121,6 +138,10 @@ class ZeroStage final : public model::UnitObserver {
   // All-gathers `partition` (this rank's shards, any dtype) into `full` (the flat layout).
   void gather_into(Tensor& full, const Tensor& partition);
   void accept_unit_gradient(size_t unit);
+  // Sets up optimizer offload (constructor): moves master_ to host memory.
+  void offload_master();
+  // The master partition on the device in `dtype` (a fresh upload under offload).
+  Tensor master_on_device(DType dtype);
   // Rounds master_f32_ into the bf16 master_ and frees it.
   void commit_master(int64_t step);
   bool params_by_unit() const { return fetcher_ != nullptr; }
@@ -150,6 +171,10 @@ class ZeroStage final : public model::UnitObserver {
   std::vector<Tensor> unit_grads_;  // per-unit f32 gradient buffers during backward
   std::unique_ptr<GradientReducer> reducer_;
   ReductionOptions reduction_;  // reduce_scatter and the prescale (1 on one rank)
+  std::unique_ptr<backend::Backend> host_backend_;  // optimizer offload only
+  Tensor host_grads_;           // offload: the f32 gradient partition on the host
+  Tensor host_param_copy_;      // offload with 16-bit parameters: the partition's 16-bit copy
+  bool host_param_copy_fresh_ = false;
   std::unique_ptr<ParameterFetcher> fetcher_;
   bool in_training_pass_ = false;
   bool poison_next_reduction_ = false;

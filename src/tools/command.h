@@ -17,5 +17,6 @@ int run_inspect(const Args& args);
 int run_estimate(const Args& args);
 int run_launch(const Args& args);
 int run_plot(const Args& args);
+int run_tokenize(const Args& args);
 
 }  // namespace zero::tools

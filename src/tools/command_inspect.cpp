@@ -40,6 +40,16 @@ void describe_shard(const std::string& path) {
   for (int64_t i = 0; i < shard.size(); ++i) max_token = std::max(max_token, shard.token(i));
   std::printf("token shard %s: %lld tokens, largest id %u (needs a vocabulary of at least %u)\n", path.c_str(),
               static_cast<long long>(shard.size()), max_token, max_token + 1);
+  if (shard.has_mask()) {
+    const double percent = shard.size() > 0 ? 100.0 * static_cast<double>(shard.target_count()) /
+                                                  static_cast<double>(shard.size())
+                                            : 0.0;
+    std::printf("  loss mask: %lld of %lld tokens are targets (%.1f%%), %lld masked (e.g. prompts)\n",
+                static_cast<long long>(shard.target_count()), static_cast<long long>(shard.size()), percent,
+                static_cast<long long>(shard.size() - shard.target_count()));
+  } else {
+    std::printf("  no loss mask: every token is a target\n");
+  }
 }
 
 void describe_model_folder(const std::string& dir) {

@@ -13,6 +13,7 @@
 
 #include "backend/backend_factory.h"
 #include "comm/host_staged_comm.h"
+#include "comm/self_comm.h"
 #include "comm/world.h"
 #include "core/error.h"
 #include "core/parse_number.h"
@@ -271,11 +272,16 @@ int run_train(const Args& args) {
   const std::unique_ptr<backend::Backend> device = backend::create_backend(parser.get("device"));
   // A device backend without a device-aware communicator reaches the other ranks through host
   // staging buffers.
-  std::unique_ptr<comm::HostStagedComm> staged;
-  if (!device->device().is_cpu() && comm.world_size() > 1) {
-    staged = std::make_unique<comm::HostStagedComm>(comm, *device);
+  // At world size 1 the group's copies are the device backend's.
+  std::unique_ptr<comm::Comm> device_group;
+  if (!device->device().is_cpu()) {
+    if (comm.world_size() > 1) {
+      device_group = std::make_unique<comm::HostStagedComm>(comm, *device);
+    } else {
+      device_group = std::make_unique<comm::SelfComm>(device.get());
+    }
   }
-  comm::Comm& group = staged ? static_cast<comm::Comm&>(*staged) : comm;
+  comm::Comm& group = device_group ? *device_group : comm;
   std::unique_ptr<model::Model> net;
   if (is_model_folder(model_arg)) {
     net = model::load_hf_model(model_arg, *device, DType::kF32);

@@ -2,6 +2,7 @@
 // reductions), counts calls without traffic, and a one-rank Mesh has trivial groups.
 #include <gtest/gtest.h>
 
+#include "backend/sim/simulated_device_backend.h"
 #include "comm/mesh.h"
 #include "comm/self_comm.h"
 #include "core/error.h"
@@ -51,6 +52,26 @@ TEST(Mesh, OneRankAndBadShapes) {
   EXPECT_EQ(Mesh::rank_of(shape, 0, 0, 0, 1), 1);
   EXPECT_EQ(Mesh::rank_of(shape, 0, 1, 0, 0), 2);
   EXPECT_EQ(Mesh::rank_of(shape, 1, 0, 0, 0), 4);
+}
+
+TEST(SelfComm, DeviceTensorsAreCopiedByTheirBackend) {
+  // Simulated device memory is host memory: copied directly, with or without the backend.
+  backend::SimulatedDeviceBackend sim;
+  Tensor in = sim.empty({4}, DType::kF32, MemoryCategory::kComm);
+  Tensor out = sim.zeros({4}, DType::kF32, MemoryCategory::kComm);
+  const float values[4] = {1, 2, 3, 4};
+  sim.copy_from_host(in, values);
+  SelfComm with_backend(&sim);
+  with_backend.all_gather(in, out);
+  float back[4] = {};
+  sim.copy_to_host(back, out);
+  EXPECT_EQ(back[3], 4.0f);
+  // A GPU tensor cannot be moved with memmove: without its backend the copy is refused.
+  float fake[4] = {};
+  Tensor gpu_out = Tensor::borrow(fake + 2, {2}, DType::kF32, Device::cuda(0), nullptr);
+  Tensor gpu_full = Tensor::borrow(fake, {2}, DType::kF32, Device::cuda(0), nullptr);
+  SelfComm plain;
+  EXPECT_THROW(plain.reduce_scatter(gpu_full, gpu_out, ReduceOp::kSum), Error);
 }
 
 }  // namespace

@@ -110,14 +110,14 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
        "zero_optimization.contiguous_gradients"},
       {R"("zero_optimization": {"stage": 2, "round_robin_gradients": true})",
        "zero_optimization.round_robin_gradients"},
-      {R"("zero_optimization": {"offload_optimizer": {"device": "cpu"}})",
+      // Optimizer offload to CPU memory runs; to NVMe, or only partly, not yet.
+      {R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}})",
        "zero_optimization.offload_optimizer.device"},
+      {R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})",
+       "zero_optimization.offload_optimizer.ratio"},
       // Parameter offload is a stage-3 feature (below stage 3 it is unused, with a note).
       {R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x"}})",
        "zero_optimization.offload_param.device"},
-      // The deprecated flag is what the user wrote (named first); it means offload_optimizer.
-      {R"("zero_optimization": {"cpu_offload": true})", "zero_optimization.cpu_offload",
-       "zero_optimization.offload_optimizer.device"},
       {R"("zero_optimization": {"zero_quantized_weights": true})",
        "zero_optimization.zero_quantized_weights"},
       {R"("zero_optimization": {"zero_quantized_gradients": true})",

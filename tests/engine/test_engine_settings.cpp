@@ -55,10 +55,30 @@ TEST(EngineSettings, DefaultsAreDeepSpeeds) {
 TEST(EngineSettings, UnbuiltFeaturesNameTheirKey) {
   try {
     settings_from_config(parse(R"({"train_micro_batch_size_per_gpu": 2,
-      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})"), "ds.json");
-    FAIL() << "optimizer offload accepted";
+      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme",
+                                                                "nvme_path": "/nvme"}}})"), "ds.json");
+    FAIL() << "NVMe optimizer offload accepted";
   } catch (const UnsupportedError& e) {
     EXPECT_NE(std::string(e.what()).find("zero_optimization.offload_optimizer.device"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(EngineSettings, CpuOptimizerOffloadAndItsLegacyKeyAreAccepted) {
+  for (const char* zero : {R"({"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}})",
+                           R"({"stage": 1, "cpu_offload": true})"}) {
+    const EngineSettings s = settings_from_config(
+        parse(std::string(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": )") + zero +
+              "}"),
+        "ds.json");
+    EXPECT_EQ(s.zero.offload_optimizer.device, config::OffloadDevice::kCpu) << zero;
+  }
+  try {
+    settings_from_config(parse(R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization":
+      {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})"), "ds.json");
+    FAIL() << "partial offload accepted";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("zero_optimization.offload_optimizer.ratio"), std::string::npos)
         << e.what();
   }
 }

@@ -1,7 +1,8 @@
-// Fuzzes the token shard reader: the input is a whole llm.c .bin file (1024-byte header, then
-// tokens), opened with TokenShard::open as `zero inspect` does (any vocabulary) and as training
-// does (the byte-level tiny model's 256 tokens), then read the way each uses it: every token
-// for inspect, copy_window over the first and last windows for the data loader.
+// Fuzzes the token shard reader: the input is a whole .bin file (1024-byte header, then tokens,
+// then — masked layout, magic 20261125 — one loss-mask byte per token), opened with
+// TokenShard::open as `zero inspect` does (any vocabulary) and as training does (the byte-level
+// tiny model's 256 tokens), then read the way each uses it: every token and mask byte for
+// inspect, copy_window and copy_targets over the first and last windows for the data loader.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +18,14 @@ void read_shard(const std::string& path, int64_t vocab_size) {
   zero::fuzz::expect_only_user_errors([&] {
     const auto shard = zero::data::TokenShard::open(path, vocab_size);
     uint32_t largest = 0;
-    for (int64_t i = 0; i < shard.size(); ++i) largest = std::max(largest, shard.token(i));
+    int64_t targets = 0;
+    for (int64_t i = 0; i < shard.size(); ++i) {
+      largest = std::max(largest, shard.token(i));
+      targets += shard.is_target(i) ? 1 : 0;
+    }
+    if (targets != shard.target_count()) {
+      zero::fuzz::report_finding("target count", "target_count() disagrees with is_target()");
+    }
     volatile uint32_t sink = largest;  // keeps the read loop
     (void)sink;
     const int64_t window = std::min<int64_t>(shard.size(), 65);
@@ -25,6 +33,8 @@ void read_shard(const std::string& path, int64_t vocab_size) {
     std::vector<int64_t> wide(static_cast<size_t>(window));
     shard.copy_window(0, window, narrow.data());
     shard.copy_window(shard.size() - window, window, wide.data());
+    shard.copy_targets(0, window, -100, narrow.data());
+    shard.copy_targets(shard.size() - window, window, -100, wide.data());
   });
 }
 
