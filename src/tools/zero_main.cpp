@@ -18,7 +18,7 @@ const char* kUsage =
     "commands:\n"
     "  train              train a model with a DeepSpeed config (the default)\n"
     "  convert            checkpoint -> Hugging Face folder: zero convert CKPT_DIR OUT_DIR\n"
-    "  prepare            text files -> .bin token shards (byte tokenizer)\n"
+    "  prepare            text/JSONL -> .bin token shards (tokenizer.json or bytes; loss masks)\n"
     "  inspect            describe a model folder, checkpoint, safetensors file or .bin shard\n"
     "  estimate           memory per GPU and node for ZeRO stages 0-3, offload, activations\n"
     "  launch             run `zero ARGS` on N ranks under mpirun: zero launch -n N -- ARGS\n"
