@@ -21,7 +21,9 @@ std::unique_ptr<Comm>& world_slot() {
   return slot;
 }
 
-bool mpi_active = false;
+#ifdef ZERO_HAVE_MPI
+bool mpi_active = false;  // MPI_Init ran here, so MPI_Finalize is ours to call
+#endif
 
 long env_long(const char* name, long fallback) {
   const char* value = std::getenv(name);

@@ -180,14 +180,7 @@ const std::vector<Gate>& gates() {
               return when_offloaded(c.zero_optimization.offload_param.device);
             },
             "parameter offload", offload, "remove the section or set the device to \"none\""),
-        // Optimizer offload to CPU memory is built (stages 1-3); NVMe and partial offload not yet.
-        row("zero_optimization.offload_optimizer.device",
-            [](const Config& c) {
-              return c.zero_optimization.offload_optimizer.device == OffloadDevice::kNvme
-                         ? std::optional<json>("nvme")
-                         : std::nullopt;
-            },
-            "optimizer offload to NVMe", offload, "set the device to \"cpu\" or \"none\""),
+        // Optimizer offload to CPU memory and to NVMe is built (stages 1-3); partial offload not yet.
         row("zero_optimization.offload_optimizer.ratio",
             [](const Config& c) {
               const auto& o = c.zero_optimization.offload_optimizer;

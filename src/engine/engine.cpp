@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "engine/engine_state.h"
+#include "engine/nvme_optimizer_state.h"
 #include "offload/cpu_optimizer.h"
 #include "optim/dynamic_loss_scaler.h"
 #include "optim/grad_clip.h"
@@ -88,7 +89,14 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
                                                 precision, gradient_prescale);
-  optimizer_->init_state(zero_->optimizer_backend(), zero_->update_numel(), zero_->precision().states);
+  if (settings_.zero.offload_optimizer.device == config::OffloadDevice::kNvme) {
+    // ZeRO-Infinity: the state lives in files; only staging buffers are in host memory.
+    nvme_state_ = std::make_unique<NvmeOptimizerState>(
+        settings_.aio, settings_.zero.offload_optimizer, settings_.zero.sub_group_size, comm_.rank(),
+        optimizer_->state_names(), zero_->update_numel(), model_->backend().pinned_host_allocator());
+  } else {
+    optimizer_->init_state(zero_->optimizer_backend(), zero_->update_numel(), zero_->precision().states);
+  }
   if (zero_->offloads_optimizer()) {
     cpu_step_ = std::make_unique<offload::CpuOptimizerStep>(optimizer_->kind());
   }
@@ -212,12 +220,18 @@ void Engine::apply_update() {
   if (cpu_step_) {
     // ZeRO-Offload: one fused host pass over the partition (clipping folded into its gradient
     // read) that also writes the 16-bit copy publish_parameters() uploads.
-    offload::CpuStepBuffers buffers{zero_->update_params(), zero_->update_grads(),
-                                    optimizer_->state_buffers(), zero_->offload_param_copy()};
-    cpu_step_->step(buffers, zero_->update_segments(), optimizer_->next_hyper(lr), 1.0,
-                    coefficient < 1.0 ? coefficient : 1.0);
+    const double clip = coefficient < 1.0 ? coefficient : 1.0;
+    if (nvme_state_) {
+      nvme_state_->step(*cpu_step_, zero_->update_params(), zero_->update_grads(),
+                        zero_->offload_param_copy(), zero_->update_segments(),
+                        optimizer_->next_hyper(lr), clip);
+    } else {
+      offload::CpuStepBuffers buffers{zero_->update_params(), zero_->update_grads(),
+                                      optimizer_->state_buffers(), zero_->offload_param_copy()};
+      cpu_step_->step(buffers, zero_->update_segments(), optimizer_->next_hyper(lr), 1.0, clip);
+    }
     optimizer_->finish_external_step(lr);
-    if (buffers.param_copy.defined()) zero_->offloaded_step_done();
+    if (zero_->offload_param_copy().defined()) zero_->offloaded_step_done();
   } else {
     if (coefficient < 1.0) optim::clip_gradients(be, zero_->update_grads(), coefficient);
     optimizer_->step(be, zero_->update_params(), zero_->update_grads(), zero_->update_segments(), lr);
@@ -263,6 +277,10 @@ double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
 bool Engine::skip_on_overflow() const {
   return scaler_ != nullptr || (settings_.bf16.enabled && settings_.bf16.check_grad_overflow);
+}
+
+std::vector<std::pair<std::string, Tensor>> Engine::optimizer_state_tensors() {
+  return nvme_state_ ? nvme_state_->read_all() : optimizer_->state_tensors();
 }
 
 double Engine::get_lr() const { return schedule_->current_lr(); }

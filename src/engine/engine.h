@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,8 @@ class LossScaler;
 }  // namespace zero::optim
 
 namespace zero::engine {
+
+class NvmeOptimizerState;
 
 class Engine {
  public:
@@ -99,6 +102,9 @@ class Engine {
   // loss sum.
   Tensor forward_on_device(const model::Batch& batch);
   void apply_update();
+  // The optimizer's state buffers by name, in host or device memory (read from the files under
+  // NVMe offload: whole tensors, for checkpoints).
+  std::vector<std::pair<std::string, Tensor>> optimizer_state_tensors();
   // Whether a step whose gradients overflowed is skipped (fp16 always; bf16 when
   // bf16.check_grad_overflow, as DeepSpeed).
   bool skip_on_overflow() const;
@@ -112,6 +118,7 @@ class Engine {
   std::unique_ptr<optim::LossScaler> scaler_;  // fp16 only
   std::unique_ptr<sharding::ZeroStage> zero_;
   std::unique_ptr<offload::CpuOptimizerStep> cpu_step_;  // optimizer offload only
+  std::unique_ptr<NvmeOptimizerState> nvme_state_;       // offload to NVMe only
   std::unique_ptr<model::StepContext> pending_;  // forward done, backward not yet
   model::Batch pending_batch_;
   Timers timers_;

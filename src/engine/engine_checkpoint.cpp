@@ -25,6 +25,7 @@
 #include "engine/checkpoint_tensors.h"
 #include "engine/engine.h"
 #include "engine/engine_state.h"
+#include "engine/nvme_optimizer_state.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
@@ -95,7 +96,7 @@ void Engine::save_partitioned(const std::string& staging_dir) {
   // The optimizer's buffers (master weights, states) live where it runs: the device, or the
   // host under optimizer offload.
   auto& be = zero_->optimizer_backend();
-  const auto optimizer_state = optimizer_->state_tensors();
+  const auto optimizer_state = optimizer_state_tensors();
   std::vector<std::pair<std::string, Tensor>> pieces;
   for (const sharding::ParamSlice& slice : zero_->layout().slices()) {
     const std::string& name = slice.param->spec.name;
@@ -140,7 +141,7 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
   comm_.barrier();
   const fs::path staging = CheckpointWriter::staging_path(dir, resolved, id);
   const int stage = zero_->stage();
-  const auto optimizer_state = optimizer_->state_tensors();
+  const auto optimizer_state = optimizer_state_tensors();
 
   if (stage == 0 && leader) {
     std::vector<std::pair<std::string, Tensor>> weights;
@@ -210,7 +211,7 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
                     ", the config asks for " + settings_.optimizer_type +
                     "; resume with the same optimizer type");
   }
-  for (const auto& [state_name, buffer] : optimizer_->state_tensors()) {
+  for (const auto& [state_name, buffer] : optimizer_state_tensors()) {
     if (!state.has_state_name(state_name)) {
       throw FileError(state.source + ": the checkpoint has no optimizer state \"" + state_name +
                       "\" (optimizer.state_names), which " + settings_.optimizer_type +
@@ -232,7 +233,7 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   // host under optimizer offload.
   auto& be = zero_->optimizer_backend();
   const CheckpointTensors tensors(folder.string(), state);
-  auto optimizer_state = optimizer_->state_tensors();
+  auto optimizer_state = optimizer_state_tensors();
   std::vector<float> host;
   auto load = [&](const std::string& param, const std::string& state_name, int64_t offset,
                   int64_t count, Tensor target) {
@@ -265,6 +266,7 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
       }
     }
   }
+  if (nvme_state_) nvme_state_->write_all(optimizer_state);
   zero_->publish_parameters();
   zero_->zero_grad();
   optimizer_->set_step_count(state.optimizer_step_count);

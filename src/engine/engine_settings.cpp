@@ -34,6 +34,7 @@ EngineSettings settings_from_config(const config::DeepSpeedConfig& config, const
   s.tensorboard = config.tensorboard;
   s.csv_monitor = config.csv_monitor;
   s.flops_profiler = config.flops_profiler;
+  s.aio = config.aio;
   s.source_config = config.to_json();
   return s;
 }

@@ -49,6 +49,8 @@ struct EngineSettings {
   config::FileMonitorConfig csv_monitor;
   // flops_profiler: rank 0 profiles one step (engine/flops_profiler.h).
   config::FlopsProfilerConfig flops_profiler;
+  // aio: the I/O engine of NVMe offload (offload/aio_engine.h).
+  config::AioConfig aio;
   nlohmann::json source_config = nlohmann::json::object();  // the resolved DeepSpeed JSON
 };
 

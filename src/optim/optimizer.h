@@ -51,6 +51,8 @@ class Optimizer {
     ++hyper_.step;
   }
   std::vector<Tensor>& state_buffers() { return state_; }
+  // The names of the state buffers ("exp_avg", "exp_avg_sq", "sum_sq"), allocated or not.
+  const std::vector<std::string>& state_names() const { return state_names_; }
 
   int64_t step_count() const { return hyper_.step - 1; }
   void set_step_count(int64_t steps) { hyper_.step = steps + 1; }

@@ -129,10 +129,6 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
 
 void ZeroStage::offload_master() {
   const config::OffloadOptimizerConfig& offload = zero_.offload_optimizer;
-  if (offload.device != config::OffloadDevice::kCpu) {
-    throw UnsupportedError("zero_optimization.offload_optimizer.device \"nvme\" is not built yet; "
-                           "use \"cpu\"");
-  }
   if (stage_ == 0) {
     throw ConfigError("zero_optimization.offload_optimizer needs ZeRO stage 1, 2 or 3 (the "
                       "offloaded optimizer works on the rank's partition); set "

@@ -38,7 +38,8 @@
 // CPU backend), and the device keeps only the parameters and gradients. reduce_gradients()
 // computes the norm on the device and then copies the gradient partition to the host;
 // publish_parameters() uploads the updated partition in the parameters' dtype (the CPU step
-// writes that 16-bit copy in its pass: offload_param_copy()).
+// writes that 16-bit copy in its pass: offload_param_copy()). With device "nvme" the same holds,
+// and the engine keeps the optimizer's state in files on the NVMe drive (engine/nvme_state.h).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -199,7 +199,7 @@ int run_train(const Args& args) {
       .option("fp16", "", "true: fp16 mixed precision (fp16.enabled \"auto\" or absent; default off)")
       .option("device", "cpu",
               "cpu, or sim: the simulated device (CPU kernels on memory host code may not "
-              "touch; checks a run is device-clean without a GPU); cuda is not built yet")
+              "touch; checks a run is device-clean without a GPU), cuda or cuda:N (a build with CUDA)")
       .option("gradient-checkpointing", "false",
               "true: recompute each transformer block's activations in backward (less memory, "
               "about one more forward pass of compute; Hugging Face's gradient_checkpointing)");

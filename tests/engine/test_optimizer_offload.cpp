@@ -5,6 +5,8 @@
 // holds no optimizer memory; checkpoints move freely between offloaded and device runs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -114,6 +116,85 @@ TEST(OptimizerOffload, CheckpointsMoveBetweenOffloadedAndDeviceRuns) {
     EXPECT_EQ(second.train_batch(batches(1)), expected) << "saved offloaded: " << save_offloaded;
   }
   std::filesystem::remove_all(dir);
+}
+
+// ZeRO-Infinity: the optimizer state in files (io_uring), swept sub-group by sub-group with small
+// sub-groups that cut parameters in two, pipelined or not: the same bits as offload to memory.
+class NvmeOffload : public ::testing::TestWithParam<std::tuple<int, bool>> {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("zero_nvme_offload_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  EngineSettings nvme_settings(int stage, bool pipelined) const {
+    EngineSettings s = offload_settings(stage, true, true);
+    s.zero.offload_optimizer.device = config::OffloadDevice::kNvme;
+    s.zero.offload_optimizer.nvme_path = dir_.string();
+    s.zero.offload_optimizer.pipeline_read = pipelined;
+    s.zero.offload_optimizer.pipeline_write = pipelined;
+    s.zero.offload_optimizer.buffer_count = pipelined ? 6 : 2;
+    s.zero.sub_group_size = 1000;  // several sub-groups, boundaries inside parameters
+    s.aio.block_size = 4096;
+    return s;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_P(NvmeOffload, BitIdenticalToOffloadToMemory) {
+  const auto [stage, pipelined] = GetParam();
+  backend::CpuBackend cpu;
+  const Result memory = train(cpu, offload_settings(stage, true, true), 4);
+  const Result nvme = train(cpu, nvme_settings(stage, pipelined), 4);
+  EXPECT_EQ(memory.losses, nvme.losses);
+  EXPECT_EQ(memory.params, nvme.params);
+}
+
+TEST_P(NvmeOffload, StateLivesInFilesAndCheckpointsRoundTrip) {
+  const auto [stage, pipelined] = GetParam();
+  const auto ckpt = dir_ / "ckpt";
+  backend::SimulatedDeviceBackend sim;
+  comm::SelfComm comm;
+  const size_t host_before = cpu_allocator().stats().live(MemoryCategory::kOptimizer);
+  Engine first(small_model("llama", sim), nvme_settings(stage, pipelined), comm);
+  first.train_batch(batches(0));
+  // Host memory holds no optimizer state: only the master partition (pinned) and the staging
+  // buffers; the state files exist under nvme_path.
+  EXPECT_EQ(cpu_allocator().stats().live(MemoryCategory::kOptimizer), host_before);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "zero_swap" / "rank0" / "exp_avg.swp"));
+  first.save_checkpoint(ckpt.string());
+  const double expected = first.train_batch(batches(1));
+  // A run that offloads to memory resumes from it with the same result.
+  backend::CpuBackend cpu;
+  Engine second(model::build_transformer(small_config("llama"), cpu, DType::kF32),
+                offload_settings(stage, true, true), comm);
+  second.load_checkpoint(ckpt.string());
+  EXPECT_EQ(second.train_batch(batches(1)), expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, NvmeOffload,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& param_info) {
+                           return "stage" + std::to_string(std::get<0>(param_info.param)) +
+                                  (std::get<1>(param_info.param) ? "_pipelined" : "_serial");
+                         });
+
+TEST(NvmeOffload, BadSettingsAreClearErrors) {
+  backend::CpuBackend cpu;
+  comm::SelfComm comm;
+  EngineSettings s = offload_settings(2, true, true);
+  s.zero.offload_optimizer.device = config::OffloadDevice::kNvme;
+  s.zero.offload_optimizer.nvme_path = "/nonexistent/zero_nvme";
+  try {
+    Engine engine(small_model("llama", cpu), s, comm);
+    FAIL() << "a missing nvme_path was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("nvme_path"), std::string::npos) << e.what();
+  }
+  s.zero.offload_optimizer.nvme_path = std::filesystem::temp_directory_path().string();
+  s.aio.use_gds = true;
+  EXPECT_THROW(Engine(small_model("llama", cpu), s, comm), UnsupportedError);
 }
 
 TEST(OptimizerOffload, UnsupportedCombinationsAreClearErrors) {

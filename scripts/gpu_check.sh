@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Everything GPU-side of the CUDA backend in one command, in two halves (the GPU test machine has
+# nvcc, CMake, ninja and PyTorch but none of the Debian packages the build needs - OpenBLAS,
+# nlohmann-json, Highway, PCRE2, utf8proc, GoogleTest - and no network):
+#
+#   scripts/gpu_check.sh pack [BUILD_DIR]   on the development machine (CUDA toolkit + the
+#       Debian packages): configures BUILD_DIR (default build/gpu: CUDA on; benchmarks and
+#       -march=native off), builds the `cuda` tests and the zero CLI, and packs them with every
+#       shared library `ldd` names that the GPU machine lacks into build/gpu-bundle/bundle.tar.gz
+#       (git-ignored, about 20 MB; name build/gpu-bundle in the device tool's `carry`). The CUDA
+#       libraries (cudart, cuBLASLt) are not packed: the GPU machine's CUDA 13 provides them.
+#   scripts/gpu_check.sh run [BUNDLE]       on the GPU machine: prints the device, runs the `cuda`
+#       tests, compute-sanitizer memcheck and racecheck on the op tests, `zero train --device cuda`
+#       on the tiny GPT-2 and Llama models (f32 and bf16), and a summary table last.
+#   scripts/gpu_check.sh build              on the GPU machine: tries a configure and build in
+#       place and says which dependency is missing (the fallback when no bundle was carried).
+#
+# Example (device tool): carry ["build/gpu-bundle"], command "scripts/gpu_check.sh run".
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-run}
+
+pack() {
+  local build=${1:-$root/build/gpu}
+  local bundle=$root/build/gpu-bundle-staging
+  set -e
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZERO_CUDA=ON -DZERO_MPI=ON \
+    -DZERO_BUILD_BENCH=OFF -DZERO_NATIVE=OFF \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
+  cmake --build "$build" -j"$(nproc)" --target zero_cli backend_test_cuda_ops \
+    backend_test_cuda_runtime engine_test_cuda_training
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib"
+  local bins=("$build/src/zero" "$build/tests/backend_test_cuda_ops"
+              "$build/tests/backend_test_cuda_runtime" "$build/tests/engine_test_cuda_training")
+  for b in "${bins[@]}"; do
+    cp "$b" "$bundle/bin/"
+    strip --strip-debug "$bundle/bin/$(basename "$b")" || true
+  done
+  # Every resolved shared library except glibc's, the compiler runtime's (the GPU machine's are
+  # newer, and compute-sanitizer must not load ours), zlib/udev (in every base image), the CUDA
+  # toolkit's and the driver's.
+  for b in "${bins[@]}"; do
+    ldd "$b" | awk '/=> \// {print $3}'
+  done | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libudev*|libcuda.so*|libcudart*|libcublas*) ;;
+      *) cp -L "$lib" "$bundle/lib/" ;;
+    esac
+  done
+  # OpenBLAS alone is 36 MB: compressed, the bundle fits the device tool's 64 MiB carry.
+  rm -rf "$root/build/gpu-bundle"
+  mkdir -p "$root/build/gpu-bundle"
+  tar -czf "$root/build/gpu-bundle/bundle.tar.gz" -C "$bundle" bin lib
+  rm -rf "$bundle"
+  echo "bundle: build/gpu-bundle/bundle.tar.gz ($(du -sh "$root/build/gpu-bundle/bundle.tar.gz" | cut -f1))"
+}
+
+build_in_place() {
+  echo "== configuring on this machine (CUDA on)"
+  local log=/tmp/zero_gpu_configure.log
+  if ! cmake -S "$root" -B "$root/build/gpu-local" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DZERO_CUDA=ON -DZERO_BUILD_BENCH=OFF -DZERO_NATIVE=OFF >"$log" 2>&1; then
+    echo "configure failed; the missing dependency:"
+    grep -E "Could NOT find|not found|No package|Could not find" "$log" | head -5
+    grep -q GTest "$log" && echo "GoogleTest is missing here: the cuda tests cannot be built on this machine."
+    echo "Build the bundle on the development machine instead: scripts/gpu_check.sh pack, then carry build/gpu-bundle."
+    return 1
+  fi
+  cmake --build "$root/build/gpu-local" -j"$(nproc)" --target zero_cli backend_test_cuda_ops \
+    backend_test_cuda_runtime engine_test_cuda_training || return 1
+  mkdir -p "$root/build/gpu-bundle/bin"
+  cp "$root/build/gpu-local/src/zero" "$root/build/gpu-local/tests/"*cuda* "$root/build/gpu-bundle/bin/" 2>/dev/null
+}
+
+run() {
+  local bundle=${1:-$root/build/gpu-bundle}
+  if [[ -f "$bundle/bundle.tar.gz" ]]; then
+    mkdir -p /tmp/zero-gpu-bundle
+    tar -xzf "$bundle/bundle.tar.gz" -C /tmp/zero-gpu-bundle
+    bundle=/tmp/zero-gpu-bundle
+  fi
+  if [[ ! -x "$bundle/bin/zero" ]]; then
+    echo "no bundle at $bundle: run 'scripts/gpu_check.sh pack' on the development machine and carry" \
+         "build/gpu-bundle, or 'scripts/gpu_check.sh build' here"
+    return 1
+  fi
+  export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  export PATH="$PATH:/usr/local/cuda/bin"  # nvcc, compute-sanitizer
+  # PyTorch's wheels carry cuBLASLt too: a fallback where the toolkit's lib64 lacks it.
+  local torch_libs
+  torch_libs=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+  [[ -n "$torch_libs" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$torch_libs"
+  local out=${OUT:-/tmp/zero_gpu_check}
+  mkdir -p "$out"
+  echo "== device"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  nvcc --version 2>/dev/null | tail -1
+  echo "== libraries"
+  ldd "$bundle/bin/backend_test_cuda_ops" | grep -E "not found|cudart|cublas" || true
+
+  declare -A status
+  local t
+  for t in backend_test_cuda_runtime backend_test_cuda_ops engine_test_cuda_training; do
+    echo "== $t"
+    "$bundle/bin/$t" --gtest_color=no 2>&1 | tee "$out/$t.log" | grep -E "^\[  (FAILED|SKIPPED|  OK|PASSED) |Failure|error|Expected|Which is|cpu |gpu " | head -120
+    status[$t]=$([[ ${PIPESTATUS[0]} -eq 0 ]] && echo pass || echo FAIL)
+    grep -qE "SKIPPED \] [1-9]" "$out/$t.log" && status[$t]="${status[$t]} (skips)"
+  done
+
+  if command -v compute-sanitizer >/dev/null; then
+    local tool
+    for tool in memcheck racecheck; do
+      echo "== compute-sanitizer $tool (op tests)"
+      compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$bundle/bin/backend_test_cuda_ops" --gtest_color=no \
+        --gtest_filter='CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Optimizer*:CudaOps.Rope*' \
+        >"$out/sanitizer_$tool.log" 2>&1
+      local rc=$?
+      tail -5 "$out/sanitizer_$tool.log"
+      status[sanitizer_$tool]=$([[ $rc -eq 0 ]] && echo clean || echo "FAIL (rc $rc)")
+    done
+  else
+    status[sanitizer]="compute-sanitizer not found"
+  fi
+
+  local model precision
+  for model in tiny tiny-llama; do
+    for precision in f32 bf16; do
+      local flags=()
+      [[ $precision == bf16 ]] && flags=(--bf16 true)
+      echo "== zero train --device cuda --model $model ($precision)"
+      "$bundle/bin/zero" train --device cuda --model "$model" --steps 20 --seq-len 64 "${flags[@]}" \
+        --log-json "$out/train_${model}_${precision}.jsonl" 2>&1 | tee "$out/train_${model}_${precision}.log" | tail -8
+      local rc=${PIPESTATUS[0]}
+      echo "-- the same run on the CPU oracle"
+      "$bundle/bin/zero" train --device cpu --model "$model" --steps 20 --seq-len 64 "${flags[@]}" 2>&1 | tail -3
+      status[train_${model}_${precision}]=$([[ $rc -eq 0 ]] && echo ran || echo "FAIL (rc $rc)")
+    done
+  done
+
+  echo
+  echo "== summary ($(date -u +%FT%TZ), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo no-git))"
+  local key
+  for key in $(printf '%s\n' "${!status[@]}" | sort); do
+    printf '  %-36s %s\n' "$key" "${status[$key]}"
+  done
+}
+
+case "$mode" in
+  pack) shift; pack "$@" ;;
+  build) build_in_place ;;
+  run) shift || true; run "$@" ;;
+  *) echo "usage: scripts/gpu_check.sh pack [BUILD_DIR] | run [BUNDLE] | build" >&2; exit 2 ;;
+esac

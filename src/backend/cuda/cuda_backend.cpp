@@ -1,0 +1,968 @@
+// CudaBackend: argument checks (ShapeErrors naming the op and the tensors, as the CPU backend
+// gives), then one launcher of cuda_kernels.h or a cuBLASLt product on the current stream.
+#include "backend/cuda/cuda_backend.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "core/error.h"
+#include "core/half.h"
+
+namespace zero::backend {
+namespace {
+
+std::string describe(const Tensor& t) {
+  return t.defined() ? t.describe() : std::string("an undefined tensor");
+}
+
+// f64 -> float toward zero, lowest bit set when anything was discarded (round to odd): one more
+// rounding to 16 bits is then the correctly rounded result (the CPU backend's fill rule).
+float narrow_to_odd(double value) {
+  float f = static_cast<float>(value);
+  if (static_cast<double>(f) == value || std::isnan(value)) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(value)) f = std::nextafter(f, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+}
+
+template <typename T>
+uint64_t integer_pattern(const Tensor& dst, double value) {
+  constexpr int digits = std::numeric_limits<T>::digits;
+  const double hi = std::ldexp(1.0, digits);
+  const double lo = std::numeric_limits<T>::is_signed ? -hi : 0.0;
+  if (!(std::trunc(value) == value && value >= lo && value < hi)) {
+    throw ShapeError("fill: value " + std::to_string(value) + " is not representable in " +
+                     dst.describe() + "; use an integer in range or a floating dtype");
+  }
+  const T v = static_cast<T>(value);
+  uint64_t pattern = 0;
+  std::memcpy(&pattern, &v, sizeof(T));
+  return pattern;
+}
+
+int64_t leading_rows(const Tensor& t) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  return rows;
+}
+
+cuda::HeadLayout head_layout(const Tensor& t) {
+  cuda::HeadLayout l;
+  l.batch = t.size(0);
+  l.seq = t.size(1);
+  l.heads = t.size(2);
+  l.head_dim = t.size(3);
+  l.batch_stride = t.stride(0);
+  l.seq_stride = t.stride(1);
+  l.head_stride = t.stride(2);
+  return l;
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+// ---- argument checks -----------------------------------------------------------------------
+
+namespace {
+
+class Checks {
+ public:
+  Checks(Device device, const char* op) : device_(device), op_(op) {}
+
+  // On this device (a host tensor handed to a kernel is a bug in the caller).
+  const Checks& here(const Tensor& t, const char* name) const {
+    if (!t.defined() || t.device() != device_) {
+      throw ShapeError(std::string(op_) + ": " + name + " " + describe(t) + " is not on " +
+                       device_.to_string() +
+                       " (a kernel of a device backend cannot read host memory; upload it with "
+                       "copy_from_host)");
+    }
+    return *this;
+  }
+  const Checks& contiguous(const Tensor& t, const char* name) const {
+    here(t, name);
+    if (!t.is_contiguous()) {
+      throw ShapeError(std::string(op_) + ": " + name + " " + t.describe() +
+                       " must be contiguous; make a contiguous copy first");
+    }
+    return *this;
+  }
+  const Checks& dtype(const Tensor& t, DType dtype, const char* name) const {
+    if (t.dtype() != dtype) {
+      throw ShapeError(std::string(op_) + ": " + name + " " + t.describe() + " must be " +
+                       dtype_name(dtype));
+    }
+    return *this;
+  }
+  const Checks& same_shape(const Tensor& a, const Tensor& b, const char* a_name,
+                           const char* b_name) const {
+    if (a.shape() != b.shape()) {
+      throw ShapeError(std::string(op_) + ": " + a_name + " " + shape_to_string(a.shape()) +
+                       " and " + b_name + " " + shape_to_string(b.shape()) +
+                       " must have the same shape");
+    }
+    return *this;
+  }
+  const Checks& ids(const Tensor& t, const char* name) const {
+    contiguous(t, name);
+    if (t.dtype() != DType::kI32 && t.dtype() != DType::kI64) {
+      throw ShapeError(std::string(op_) + ": " + name + " " + t.describe() + " must be i32 or i64");
+    }
+    return *this;
+  }
+  [[noreturn]] void fail(const std::string& message) const {
+    throw ShapeError(std::string(op_) + ": " + message);
+  }
+
+ private:
+  Device device_;
+  const char* op_;
+};
+
+}  // namespace
+
+// ---- lifetime, memory, streams, events -------------------------------------------------------
+
+CudaBackend::CudaBackend(int device_index) : index_(device_index), memory_(device_index) {
+  const int count = cuda_device_count();
+  if (device_index < 0 || device_index >= count) {
+    throw Error("--device cuda:" + std::to_string(device_index) + ": " +
+                (count == 0 ? std::string("no CUDA device is visible to this process (no GPU, no "
+                                          "driver, or CUDA_VISIBLE_DEVICES hides it)")
+                            : "only " + std::to_string(count) + " CUDA device(s) are visible") +
+                "; train with --device cpu, or run on a machine with an NVIDIA GPU");
+  }
+  ZERO_CUDA_CHECK(cudaSetDevice(device_index));
+  for (cudaStream_t& s : streams_)
+    ZERO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ZERO_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&error_host_),
+                                sizeof(cuda::KernelErrorSlot), cudaHostAllocDefault));
+  std::memset(static_cast<void*>(error_host_), 0, sizeof(cuda::KernelErrorSlot));
+  ZERO_CUDA_CHECK(
+      cudaMalloc(reinterpret_cast<void**>(&error_device_), sizeof(cuda::KernelErrorSlot)));
+  ZERO_CUDA_CHECK(cudaMemset(error_device_, 0, sizeof(cuda::KernelErrorSlot)));
+  ZERO_CUDA_CHECK(cudaDeviceSynchronize());  // the memset ran on the legacy stream
+  allocator_ = std::make_unique<CachingAllocator>(memory_);
+  matmul_ = std::make_unique<cuda::CublasLtMatmul>();
+}
+
+// Waits for the device, then frees in reverse order of need: the workspace tensor and the cache
+// (cudaFree) before the streams. Errors are ignored: destructors never throw.
+CudaBackend::~CudaBackend() {
+  cudaDeviceSynchronize();
+  matmul_workspace_ = Tensor();
+  matmul_.reset();
+  allocator_.reset();
+  if (error_host_ != nullptr) cudaFreeHost(error_host_);
+  if (error_device_ != nullptr) cudaFree(error_device_);
+  for (cudaStream_t s : streams_) {
+    if (s != nullptr) cudaStreamDestroy(s);
+  }
+  cudaGetLastError();
+}
+
+Tensor CudaBackend::scratch(size_t bytes) {
+  return empty({static_cast<int64_t>(bytes == 0 ? 1 : bytes)}, DType::kU8,
+               MemoryCategory::kWorkspace);
+}
+
+void CudaBackend::fetch_kernel_errors(cudaStream_t stream) {
+  ZERO_CUDA_CHECK(cudaMemcpyAsync(error_host_, error_device_, sizeof(cuda::KernelErrorSlot),
+                                  cudaMemcpyDeviceToHost, stream));
+}
+
+void CudaBackend::raise_kernel_errors() {
+  const cuda::KernelErrorSlot slot = *error_host_;
+  if (slot.code == cuda::kNoKernelError) return;
+  const int code = slot.code;
+  const int64_t value = slot.value, bound = slot.bound, position = slot.position;
+  std::memset(static_cast<void*>(error_host_), 0, sizeof(cuda::KernelErrorSlot));
+  // Clear the device slot so the next report is a new one (ordered after every stream's work:
+  // the caller has just waited for it).
+  ZERO_CUDA_CHECK(cudaMemset(error_device_, 0, sizeof(cuda::KernelErrorSlot)));
+  ZERO_CUDA_CHECK(cudaDeviceSynchronize());
+  if (code == cuda::kTargetOutOfRange) {
+    throw Error("softmax_cross_entropy: target " + std::to_string(value) + " at row " +
+                std::to_string(position) + " is outside the vocabulary [0, " +
+                std::to_string(bound) +
+                ") and is not ignore_index; check the labels and the model's vocab_size");
+  }
+  throw Error("token id " + std::to_string(value) + " at position " + std::to_string(position) +
+              " is outside the vocabulary [0, " + std::to_string(bound) +
+              "); check the tokenizer and the model's vocab_size");
+}
+
+void CudaBackend::on_stream_change(StreamKind stream) {
+  if (stream == active_) return;
+  // The stream switched to waits for everything enqueued on the previous one (see the header:
+  // blocks freed there may be handed out to work enqueued here).
+  cudaEvent_t event = nullptr;
+  ZERO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(event, this->stream(active_));
+  const cudaError_t waited =
+      recorded == cudaSuccess ? cudaStreamWaitEvent(this->stream(stream), event, 0) : recorded;
+  cudaEventDestroy(event);  // released once the wait is satisfied
+  ZERO_CUDA_CHECK(waited);
+  active_ = stream;
+}
+
+Event CudaBackend::record_event(StreamKind stream) {
+  cudaEvent_t event = nullptr;
+  ZERO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  std::shared_ptr<void> owner(event,
+                              [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+  ZERO_CUDA_CHECK(cudaEventRecord(event, this->stream(stream)));
+  return Event(stream, ++recorded_[static_cast<size_t>(stream)], std::move(owner));
+}
+
+void CudaBackend::wait_event(StreamKind waiter, const Event& event) {
+  if (!event.recorded()) return;  // a default Event is complete
+  ZERO_CHECK(event.native() != nullptr, "wait_event on an event of the "
+                                            << stream_kind_name(event.stream())
+                                            << " stream that this CUDA backend did not record");
+  ZERO_CUDA_CHECK(
+      cudaStreamWaitEvent(stream(waiter), static_cast<cudaEvent_t>(event.native().get()), 0));
+}
+
+void CudaBackend::synchronize_event(const Event& event) {
+  if (!event.recorded()) return;
+  ZERO_CHECK(event.native() != nullptr,
+             "synchronize_event on an event that this CUDA backend did not record");
+  ZERO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event.native().get())));
+}
+
+void CudaBackend::do_synchronize() {
+  ZERO_CUDA_CHECK(cudaDeviceSynchronize());
+  fetch_kernel_errors(current());
+  ZERO_CUDA_CHECK(cudaStreamSynchronize(current()));
+  raise_kernel_errors();
+}
+
+void CudaBackend::do_copy_from_host(Tensor& dst, const void* src) {
+  Checks(device(), "copy_from_host").contiguous(dst, "dst");
+  ZERO_CHECK(src != nullptr || dst.nbytes() == 0, "copy_from_host: null source");
+  if (dst.nbytes() == 0) return;
+  // The source may be pageable memory the caller reuses once we return: wait for the copy.
+  ZERO_CUDA_CHECK(
+      cudaMemcpyAsync(dst.raw_data(), src, dst.nbytes(), cudaMemcpyHostToDevice, current()));
+  ZERO_CUDA_CHECK(cudaStreamSynchronize(current()));
+}
+
+void CudaBackend::do_copy_to_host(void* dst, const Tensor& src) {
+  Checks(device(), "copy_to_host").contiguous(src, "src");
+  ZERO_CHECK(dst != nullptr || src.nbytes() == 0, "copy_to_host: null destination");
+  if (src.nbytes() > 0) {
+    ZERO_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src.raw_data(), src.nbytes(), cudaMemcpyDeviceToHost, current()));
+  }
+  fetch_kernel_errors(current());  // rides along with the read: no extra wait
+  ZERO_CUDA_CHECK(cudaStreamSynchronize(current()));
+  raise_kernel_errors();
+}
+
+// ---- data movement ---------------------------------------------------------------------------
+
+void CudaBackend::fill(Tensor& dst, double value) {
+  Checks(device(), "fill").contiguous(dst, "dst");
+  uint64_t pattern = 0;
+  switch (dst.dtype()) {
+    case DType::kF32:
+      pattern = std::bit_cast<uint32_t>(static_cast<float>(value));
+      break;
+    case DType::kF64:
+      pattern = std::bit_cast<uint64_t>(value);
+      break;
+    case DType::kBF16:
+      pattern = float_to_bf16_bits(narrow_to_odd(value));
+      break;
+    case DType::kF16:
+      pattern = float_to_f16_bits(narrow_to_odd(value));
+      break;
+    case DType::kI32:
+      pattern = integer_pattern<int32_t>(dst, value);
+      break;
+    case DType::kI64:
+      pattern = integer_pattern<int64_t>(dst, value);
+      break;
+    case DType::kU8:
+      pattern = integer_pattern<uint8_t>(dst, value);
+      break;
+    case DType::kU16:
+      pattern = integer_pattern<uint16_t>(dst, value);
+      break;
+    case DType::kU32:
+      pattern = integer_pattern<uint32_t>(dst, value);
+      break;
+  }
+  cuda::launch_fill_pattern(dst.raw_data(), dst.element_size(), pattern, dst.numel(), current());
+}
+
+void CudaBackend::copy(Tensor& dst, const Tensor& src) {
+  const Checks check(device(), "copy");
+  check.contiguous(dst, "dst").contiguous(src, "src");
+  if (dst.numel() != src.numel()) {
+    check.fail("dst " + dst.describe() + " and src " + src.describe() +
+               " have different element counts");
+  }
+  if (dst.dtype() == src.dtype()) {
+    if (dst.raw_data() != src.raw_data() && dst.nbytes() > 0) {
+      ZERO_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(),
+                                      cudaMemcpyDeviceToDevice, current()));
+    }
+    return;
+  }
+  if (!dtype_is_floating(dst.dtype()) || !dtype_is_floating(src.dtype())) {
+    throw UnsupportedError("copy: converting " + src.describe() + " to " + dst.describe() +
+                           " is not supported; integer tensors copy only to the same dtype");
+  }
+  cuda::launch_convert(dst.raw_data(), dst.dtype(), src.raw_data(), src.dtype(), dst.numel(),
+                       current());
+}
+
+void CudaBackend::stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
+                                           int64_t first_index) {
+  const Checks check(device(), "stochastic_round_to_bf16");
+  check.contiguous(dst, "dst")
+      .contiguous(src, "src")
+      .dtype(dst, DType::kBF16, "dst")
+      .dtype(src, DType::kF32, "src");
+  if (dst.numel() != src.numel())
+    check.fail("dst " + dst.describe() + " and src " + src.describe() + " differ in size");
+  if (first_index < 0) check.fail("negative first_index");
+  cuda::launch_stochastic_round_to_bf16(dst.raw_data(), static_cast<const float*>(src.raw_data()),
+                                        src.numel(), seed, first_index, current());
+}
+
+void CudaBackend::add(Tensor& y, const Tensor& x, double alpha) {
+  const Checks check(device(), "add");
+  check.contiguous(y, "y").contiguous(x, "x").same_shape(y, x, "y", "x");
+  cuda::launch_add(y.raw_data(), y.dtype(), x.raw_data(), x.dtype(), y.numel(), alpha, current());
+}
+
+void CudaBackend::scale(Tensor& y, double alpha) {
+  Checks(device(), "scale").contiguous(y, "y");
+  cuda::launch_scale(y.raw_data(), y.dtype(), y.numel(), alpha, current());
+}
+
+// ---- matrix products -------------------------------------------------------------------------
+
+void CudaBackend::gemm(const cuda::GemmOperands& op) {
+  if (op.m == 0 || op.n == 0) return;
+  if (op.k == 0) {
+    // An empty inner dimension: c = beta c (+ bias). cuBLASLt rejects zero-sized operands.
+    Tensor c = Tensor::borrow(op.c, {op.m, op.n}, op.dtype, device(), nullptr);
+    if (op.beta == 0.0f) {
+      fill(c, 0.0);
+    } else {
+      scale(c, op.beta);
+    }
+    ZERO_CHECK(op.bias == nullptr, "bias with an empty product is handled by linear_product");
+    return;
+  }
+  if (!matmul_workspace_.defined()) {
+    // cuBLASLt's recommended workspace for Hopper; one buffer, kept for the backend's life.
+    matmul_workspace_ = scratch(size_t{32} << 20);
+  }
+  if (matmul_->run(op, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+    return;
+  }
+  cuda::GemmOperands plain = op;
+  if (op.bias != nullptr) {
+    // No bias-epilogue algorithm for this shape: broadcast the bias, then add the product.
+    ZERO_CHECK(op.ldc == op.n, "bias fallback needs a contiguous c");
+    cuda::launch_broadcast_rows(op.c, op.bias, op.dtype, op.m, op.n, current());
+    plain.bias = nullptr;
+    plain.beta = 1.0f;
+    if (matmul_->run(plain, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+      return;
+    }
+  }
+  gemm_realigned(plain);
+}
+
+// cuBLASLt found no kernel for operands at these addresses (views at odd element offsets of a
+// flat buffer): the same product on 256-byte-aligned copies, c copied back.
+void CudaBackend::gemm_realigned(const cuda::GemmOperands& op) {
+  const size_t element = dtype_size(op.dtype);
+  const auto bytes_of = [&](int64_t rows, int64_t ld) {
+    return static_cast<size_t>(rows) * static_cast<size_t>(ld) * element;
+  };
+  const size_t a_bytes = bytes_of(op.transpose_a ? op.k : op.m, op.lda);
+  const size_t b_bytes = bytes_of(op.transpose_b ? op.n : op.k, op.ldb);
+  const size_t c_bytes = bytes_of(op.m, op.ldc);
+  Tensor a = scratch(a_bytes), b = scratch(b_bytes), c = scratch(c_bytes);
+  ZERO_CUDA_CHECK(
+      cudaMemcpyAsync(a.raw_data(), op.a, a_bytes, cudaMemcpyDeviceToDevice, current()));
+  ZERO_CUDA_CHECK(
+      cudaMemcpyAsync(b.raw_data(), op.b, b_bytes, cudaMemcpyDeviceToDevice, current()));
+  if (op.beta != 0.0f) {
+    ZERO_CUDA_CHECK(
+        cudaMemcpyAsync(c.raw_data(), op.c, c_bytes, cudaMemcpyDeviceToDevice, current()));
+  }
+  cuda::GemmOperands aligned = op;
+  aligned.a = a.raw_data();
+  aligned.b = b.raw_data();
+  aligned.c = c.raw_data();
+  if (!matmul_->run(aligned, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+    throw UnsupportedError("cuBLASLt has no algorithm for a " + std::string(dtype_name(op.dtype)) +
+                           " product [" + std::to_string(op.m) + ", " + std::to_string(op.k) +
+                           "] x [" + std::to_string(op.k) + ", " + std::to_string(op.n) + "]");
+  }
+  ZERO_CUDA_CHECK(
+      cudaMemcpyAsync(op.c, c.raw_data(), c_bytes, cudaMemcpyDeviceToDevice, current()));
+}
+
+void CudaBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
+                         bool transpose_b, double alpha, double beta) {
+  const Checks check(device(), "matmul");
+  check.contiguous(c, "c").contiguous(a, "a").contiguous(b, "b");
+  check.dtype(a, c.dtype(), "a").dtype(b, c.dtype(), "b");
+  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) {
+    check.fail("a " + shape_to_string(a.shape()) + ", b " + shape_to_string(b.shape()) + " and c " +
+               shape_to_string(c.shape()) + " must all be 2-D");
+  }
+  const int64_t m = transpose_a ? a.size(1) : a.size(0);
+  const int64_t k = transpose_a ? a.size(0) : a.size(1);
+  const int64_t kb = transpose_b ? b.size(1) : b.size(0);
+  const int64_t n = transpose_b ? b.size(0) : b.size(1);
+  if (k != kb || c.size(0) != m || c.size(1) != n) {
+    check.fail("op(a) from a " + shape_to_string(a.shape()) + (transpose_a ? " (transposed)" : "") +
+               " and op(b) from b " + shape_to_string(b.shape()) +
+               (transpose_b ? " (transposed)" : "") + " do not multiply into c " +
+               shape_to_string(c.shape()) + "; need op(a) [M,K], op(b) [K,N], c [M,N]");
+  }
+  cuda::GemmOperands op;
+  op.dtype = c.dtype();
+  op.transpose_a = transpose_a;
+  op.transpose_b = transpose_b;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.a = a.raw_data();
+  op.lda = a.size(1);
+  op.b = b.raw_data();
+  op.ldb = b.size(1);
+  op.c = c.raw_data();
+  op.ldc = n;
+  op.alpha = static_cast<float>(alpha);
+  op.beta = static_cast<float>(beta);
+  gemm(op);
+}
+
+void CudaBackend::linear_product(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const int64_t rows = leading_rows(x), out = w.size(0), in = w.size(1);
+  if (in == 0 && bias != nullptr) {
+    cuda::launch_broadcast_rows(y.raw_data(), bias->raw_data(), y.dtype(), rows, out, current());
+    return;
+  }
+  cuda::GemmOperands op;
+  op.dtype = y.dtype();
+  op.transpose_b = true;
+  op.m = rows;
+  op.n = out;
+  op.k = in;
+  op.a = x.raw_data();
+  op.lda = in;
+  op.b = w.raw_data();
+  op.ldb = in;
+  op.c = y.raw_data();
+  op.ldc = out;
+  if (bias != nullptr && reinterpret_cast<uintptr_t>(bias->raw_data()) % 16 == 0) {
+    op.bias = bias->raw_data();  // cuBLASLt's bias epilogue (16-byte aligned vectors only)
+    gemm(op);
+    return;
+  }
+  if (bias != nullptr && rows > 0 && out > 0) {
+    // A bias at an unaligned offset of the flat parameter buffer: broadcast, then add on top.
+    cuda::launch_broadcast_rows(y.raw_data(), bias->raw_data(), y.dtype(), rows, out, current());
+    op.beta = 1.0f;
+  }
+  gemm(op);
+}
+
+void CudaBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const Checks check(device(), "linear_forward");
+  check.contiguous(y, "y").contiguous(x, "x").contiguous(w, "w");
+  check.dtype(x, y.dtype(), "x").dtype(w, y.dtype(), "w");
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
+    check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()) +
+               "; w must be [out, in] with in equal to x's last dimension");
+  }
+  Shape y_shape = x.shape();
+  y_shape.back() = w.size(0);
+  if (y.shape() != y_shape) {
+    check.fail("y " + shape_to_string(y.shape()) + " does not match x and w; expected " +
+               shape_to_string(y_shape));
+  }
+  if (bias != nullptr) {
+    check.contiguous(*bias, "bias").dtype(*bias, y.dtype(), "bias");
+    if (bias->shape() != Shape{w.size(0)}) {
+      check.fail("bias " + shape_to_string(bias->shape()) + " does not match w " +
+                 shape_to_string(w.shape()));
+    }
+  }
+  linear_product(y, x, w, bias);
+}
+
+void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
+                                  const Tensor& x, const Tensor& w) {
+  const Checks check(device(), "linear_backward");
+  check.contiguous(dw, "dw").contiguous(dy, "dy").contiguous(x, "x").contiguous(w, "w");
+  check.dtype(x, w.dtype(), "x").dtype(dy, w.dtype(), "dy").dtype(dw, w.dtype(), "dw");
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
+    check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()));
+  }
+  const int64_t rows = leading_rows(x), out = w.size(0), in = w.size(1);
+  Shape dy_shape = x.shape();
+  dy_shape.back() = out;
+  if (dy.shape() != dy_shape)
+    check.fail("dy " + shape_to_string(dy.shape()) + " must be " + shape_to_string(dy_shape));
+  check.same_shape(dw, w, "dw", "w");
+  if (dx != nullptr)
+    check.contiguous(*dx, "dx").dtype(*dx, w.dtype(), "dx").same_shape(*dx, x, "dx", "x");
+  if (dbias != nullptr) {
+    check.contiguous(*dbias, "dbias").dtype(*dbias, w.dtype(), "dbias");
+    if (dbias->shape() != Shape{out})
+      check.fail("dbias " + shape_to_string(dbias->shape()) + " must be [" + std::to_string(out) +
+                 "]");
+  }
+  if (dx != nullptr) {
+    // dx[rows, in] = dy[rows, out] @ w[out, in]
+    cuda::GemmOperands op;
+    op.dtype = w.dtype();
+    op.m = rows;
+    op.n = in;
+    op.k = out;
+    op.a = dy.raw_data();
+    op.lda = out;
+    op.b = w.raw_data();
+    op.ldb = in;
+    op.c = dx->raw_data();
+    op.ldc = in;
+    gemm(op);
+  }
+  // dw[out, in] += dy^T[out, rows] @ x[rows, in]
+  cuda::GemmOperands op;
+  op.dtype = w.dtype();
+  op.transpose_a = true;
+  op.m = out;
+  op.n = in;
+  op.k = rows;
+  op.a = dy.raw_data();
+  op.lda = out;
+  op.b = x.raw_data();
+  op.ldb = in;
+  op.c = dw.raw_data();
+  op.ldc = in;
+  op.beta = 1.0f;
+  gemm(op);
+  if (dbias != nullptr && rows > 0) {
+    Tensor partials = scratch(cuda::column_sum_scratch_bytes(rows, out));
+    cuda::launch_column_sums_accumulate(dbias->raw_data(), dy.raw_data(), dy.dtype(), rows, out,
+                                        partials.raw_data(), current());
+  }
+}
+
+// ---- embedding -------------------------------------------------------------------------------
+
+namespace {
+
+void check_embedding(const Checks& check, const Tensor& rows, const char* rows_name,
+                     const Tensor& ids, const Tensor& table, const char* table_name) {
+  check.contiguous(rows, rows_name).ids(ids, "ids").contiguous(table, table_name);
+  check.dtype(rows, table.dtype(), rows_name);
+  const int64_t leading = leading_rows(rows);
+  if (table.dim() != 2 || rows.dim() < 1 || rows.size(-1) != table.size(1) ||
+      leading != ids.numel()) {
+    check.fail(std::string(rows_name) + " " + shape_to_string(rows.shape()) + ", ids " +
+               shape_to_string(ids.shape()) + " and " + table_name + " " +
+               shape_to_string(table.shape()) + " do not fit; need " + table_name +
+               " [V, C], one id per row and " + rows_name + " [..., C]");
+  }
+}
+
+}  // namespace
+
+void CudaBackend::embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
+                                    bool accumulate) {
+  check_embedding(Checks(device(), "embedding_forward"), out, "out", ids, table, "table");
+  cuda::launch_embedding_forward(out.raw_data(), ids.raw_data(), ids.dtype() == DType::kI64,
+                                 table.raw_data(), table.dtype(), ids.numel(), table.size(0),
+                                 table.size(1), accumulate, error_device_, current());
+}
+
+void CudaBackend::embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) {
+  check_embedding(Checks(device(), "embedding_backward"), dout, "dout", ids, dtable, "dtable");
+  const int64_t n = ids.numel();
+  if (n == 0 || dtable.size(1) == 0) return;
+  const size_t bytes = cuda::embedding_backward_scratch_bytes(n);
+  Tensor work = scratch(bytes);
+  cuda::launch_embedding_backward(dtable.raw_data(), dout.raw_data(), dtable.dtype(),
+                                  ids.raw_data(), ids.dtype() == DType::kI64, n, dtable.size(0),
+                                  dtable.size(1), work.raw_data(), bytes, error_device_, current());
+}
+
+// ---- normalisation ---------------------------------------------------------------------------
+
+namespace {
+
+void check_norm(const Checks& check, const Tensor& x, const Tensor& weight, const Tensor* bias,
+                std::initializer_list<const Tensor*> stats, int64_t* rows, int64_t* channels) {
+  check.contiguous(x, "x").contiguous(weight, "weight");
+  *channels = x.dim() == 0 ? 1 : x.size(-1);
+  *rows = *channels == 0 ? 0 : x.numel() / *channels;
+  if (weight.numel() != *channels || weight.dtype() != x.dtype()) {
+    check.fail("weight " + weight.describe() + " does not match x " + x.describe());
+  }
+  if (bias != nullptr) {
+    check.contiguous(*bias, "bias");
+    if (bias->numel() != *channels || bias->dtype() != x.dtype()) {
+      check.fail("bias " + bias->describe() + " does not match x " + x.describe());
+    }
+  }
+  for (const Tensor* s : stats) {
+    check.contiguous(*s, "statistics");
+    if (s->numel() != *rows || s->dtype() != DType::kF32) {
+      check.fail("statistics " + s->describe() + " must be f32[" + std::to_string(*rows) + "]");
+    }
+  }
+}
+
+void check_like_x(const Checks& check, const Tensor& t, const Tensor& x, const char* name) {
+  check.contiguous(t, name).same_shape(t, x, name, "x").dtype(t, x.dtype(), name);
+}
+
+}  // namespace
+
+void CudaBackend::layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                                    const Tensor& weight, const Tensor* bias, double eps) {
+  const Checks check(device(), "layernorm_forward");
+  int64_t rows = 0, channels = 0;
+  check_norm(check, x, weight, bias, {&mean, &rstd}, &rows, &channels);
+  check_like_x(check, y, x, "y");
+  cuda::launch_layernorm_forward(y.raw_data(), static_cast<float*>(mean.raw_data()),
+                                 static_cast<float*>(rstd.raw_data()), x.raw_data(),
+                                 weight.raw_data(), bias != nullptr ? bias->raw_data() : nullptr,
+                                 x.dtype(), rows, channels, static_cast<float>(eps), current());
+}
+
+void CudaBackend::layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                                     const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                     const Tensor& rstd) {
+  const Checks check(device(), "layernorm_backward");
+  int64_t rows = 0, channels = 0;
+  check_norm(check, x, weight, nullptr, {&mean, &rstd}, &rows, &channels);
+  check_like_x(check, dx, x, "dx");
+  check_like_x(check, dy, x, "dy");
+  check.contiguous(dweight, "dweight")
+      .same_shape(dweight, weight, "dweight", "weight")
+      .dtype(dweight, x.dtype(), "dweight");
+  if (dbias != nullptr)
+    check.contiguous(*dbias, "dbias")
+        .same_shape(*dbias, weight, "dbias", "weight")
+        .dtype(*dbias, x.dtype(), "dbias");
+  Tensor partials = scratch(cuda::norm_backward_scratch_bytes(rows, channels, dbias != nullptr));
+  cuda::launch_layernorm_backward(
+      dx.raw_data(), dweight.raw_data(), dbias != nullptr ? dbias->raw_data() : nullptr,
+      dy.raw_data(), x.raw_data(), weight.raw_data(), static_cast<const float*>(mean.raw_data()),
+      static_cast<const float*>(rstd.raw_data()), x.dtype(), rows, channels, partials.raw_data(),
+      current());
+}
+
+void CudaBackend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                                  double eps) {
+  const Checks check(device(), "rmsnorm_forward");
+  int64_t rows = 0, channels = 0;
+  check_norm(check, x, weight, nullptr, {&rstd}, &rows, &channels);
+  check_like_x(check, y, x, "y");
+  cuda::launch_rmsnorm_forward(y.raw_data(), static_cast<float*>(rstd.raw_data()), x.raw_data(),
+                               weight.raw_data(), x.dtype(), rows, channels,
+                               static_cast<float>(eps), current());
+}
+
+void CudaBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                                   const Tensor& weight, const Tensor& rstd) {
+  const Checks check(device(), "rmsnorm_backward");
+  int64_t rows = 0, channels = 0;
+  check_norm(check, x, weight, nullptr, {&rstd}, &rows, &channels);
+  check_like_x(check, dx, x, "dx");
+  check_like_x(check, dy, x, "dy");
+  check.contiguous(dweight, "dweight")
+      .same_shape(dweight, weight, "dweight", "weight")
+      .dtype(dweight, x.dtype(), "dweight");
+  Tensor partials = scratch(cuda::norm_backward_scratch_bytes(rows, channels, false));
+  cuda::launch_rmsnorm_backward(dx.raw_data(), dweight.raw_data(), dy.raw_data(), x.raw_data(),
+                                weight.raw_data(), static_cast<const float*>(rstd.raw_data()),
+                                x.dtype(), rows, channels, partials.raw_data(), current());
+}
+
+// ---- activations -----------------------------------------------------------------------------
+
+void CudaBackend::gelu_forward(Tensor& y, const Tensor& x) {
+  const Checks check(device(), "gelu_forward");
+  check.contiguous(x, "x");
+  check_like_x(check, y, x, "y");
+  cuda::launch_gelu_forward(y.raw_data(), x.raw_data(), x.dtype(), x.numel(), current());
+}
+
+void CudaBackend::gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
+  const Checks check(device(), "gelu_backward");
+  check.contiguous(x, "x");
+  check_like_x(check, dx, x, "dx");
+  check_like_x(check, dy, x, "dy");
+  cuda::launch_gelu_backward(dx.raw_data(), dy.raw_data(), x.raw_data(), x.dtype(), x.numel(),
+                             current());
+}
+
+namespace {
+
+void check_swiglu(const Checks& check, const Tensor& y, const Tensor& gate_up, int64_t* rows,
+                  int64_t* inner) {
+  check.contiguous(y, "y").contiguous(gate_up, "gate_up").dtype(y, gate_up.dtype(), "y");
+  const int64_t width = gate_up.dim() == 0 ? 1 : gate_up.size(-1);
+  *rows = width == 0 ? 0 : gate_up.numel() / width;
+  *inner = y.dim() == 0 ? 1 : y.size(-1);
+  const int64_t y_rows = *inner == 0 ? 0 : y.numel() / *inner;
+  if (y_rows != *rows || width != 2 * *inner) {
+    check.fail("gate_up " + shape_to_string(gate_up.shape()) + " must be [N, 2I] for y " +
+               shape_to_string(y.shape()) + " = [N, I]");
+  }
+}
+
+}  // namespace
+
+void CudaBackend::swiglu_forward(Tensor& y, const Tensor& gate_up) {
+  int64_t rows = 0, inner = 0;
+  check_swiglu(Checks(device(), "swiglu_forward"), y, gate_up, &rows, &inner);
+  cuda::launch_swiglu_forward(y.raw_data(), gate_up.raw_data(), y.dtype(), rows, inner, current());
+}
+
+void CudaBackend::swiglu_backward(Tensor& dgate_up, const Tensor& dy, const Tensor& gate_up) {
+  const Checks check(device(), "swiglu_backward");
+  int64_t rows = 0, inner = 0;
+  check_swiglu(check, dy, gate_up, &rows, &inner);
+  check.contiguous(dgate_up, "dgate_up")
+      .same_shape(dgate_up, gate_up, "dgate_up", "gate_up")
+      .dtype(dgate_up, gate_up.dtype(), "dgate_up");
+  cuda::launch_swiglu_backward(dgate_up.raw_data(), dy.raw_data(), gate_up.raw_data(), dy.dtype(),
+                               rows, inner, current());
+}
+
+// ---- rotary embedding ------------------------------------------------------------------------
+
+void CudaBackend::rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) {
+  const Checks check(device(), "rope_apply");
+  check.here(x, "x");
+  if (x.dim() != 4 || x.stride(3) != 1) {
+    check.fail("x must be a [B, T, H, D] view with contiguous D, got " + x.describe());
+  }
+  const int64_t seq = x.size(1), d = x.size(3), half = d / 2;
+  check.contiguous(cos, "cos").contiguous(sin, "sin");
+  if (d % 2 != 0 || cos.shape() != Shape{seq, half} || sin.shape() != Shape{seq, half} ||
+      cos.dtype() != x.dtype() || sin.dtype() != x.dtype()) {
+    check.fail("cos/sin must be " + std::string(dtype_name(x.dtype())) + "[" + std::to_string(seq) +
+               ", " + std::to_string(half) + "] for x " + x.describe() + ", got " + cos.describe() +
+               " and " + sin.describe());
+  }
+  cuda::launch_rope(x.raw_data(), head_layout(x), cos.raw_data(), sin.raw_data(), x.dtype(),
+                    inverse, current());
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+namespace {
+
+void check_head_view(const Checks& check, const Tensor& t, const char* name) {
+  check.here(t, name);
+  if (t.dim() != 4 || (t.stride(3) != 1 && t.size(3) > 1)) {
+    check.fail(std::string(name) +
+               " must be a [B, T, heads, D] tensor or view with contiguous D, got " + t.describe());
+  }
+}
+
+cuda::AttentionArgs attention_args(const Checks& check, const Tensor& out, const Tensor& lse,
+                                   const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                   int64_t window) {
+  check_head_view(check, q, "q");
+  check_head_view(check, k, "k");
+  check_head_view(check, v, "v");
+  check_head_view(check, out, "out");
+  cuda::AttentionArgs a;
+  a.dtype = q.dtype();
+  a.batch = q.size(0);
+  a.seq = q.size(1);
+  a.heads = q.size(2);
+  a.kv_heads = k.size(2);
+  a.head_dim = q.size(3);
+  if (k.size(0) != a.batch || k.size(1) != a.seq || k.size(3) != a.head_dim) {
+    check.fail("k " + shape_to_string(k.shape()) + " does not fit q " + shape_to_string(q.shape()) +
+               "; k must be [B, T, KVH, D] with q's B, T, D");
+  }
+  check.same_shape(v, k, "v", "k").same_shape(out, q, "out", "q");
+  if (a.kv_heads <= 0 || a.heads <= 0 || a.heads % a.kv_heads != 0) {
+    check.fail("q has " + std::to_string(a.heads) + " heads, which is not a multiple of k/v's " +
+               std::to_string(a.kv_heads) + " kv heads");
+  }
+  if (a.head_dim <= 0 || a.head_dim > cuda::kMaxAttentionHeadDim) {
+    throw UnsupportedError("attention on the CUDA backend supports head dimensions 1.." +
+                           std::to_string(cuda::kMaxAttentionHeadDim) + ", not " +
+                           std::to_string(a.head_dim));
+  }
+  check.dtype(k, a.dtype, "k").dtype(v, a.dtype, "v").dtype(out, a.dtype, "out");
+  check.contiguous(lse, "lse").dtype(lse, DType::kF32, "lse");
+  if (lse.shape() != Shape{a.batch, a.heads, a.seq}) {
+    check.fail("lse " + shape_to_string(lse.shape()) +
+               " must be [B, H, T] = " + shape_to_string({a.batch, a.heads, a.seq}));
+  }
+  if (window < 0) {
+    check.fail("window " + std::to_string(window) +
+               " is negative; use 0 for full causal attention or w > 0 for a sliding window");
+  }
+  a.scale = static_cast<float>(scale);
+  a.window = window;
+  a.q = q.raw_data();
+  a.k = k.raw_data();
+  a.v = v.raw_data();
+  a.out = out.raw_data();
+  a.q_layout = head_layout(q);
+  a.k_layout = head_layout(k);
+  a.v_layout = head_layout(v);
+  a.out_layout = head_layout(out);
+  a.lse = static_cast<float*>(lse.raw_data());
+  return a;
+}
+
+}  // namespace
+
+void CudaBackend::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
+                                    const Tensor& v, double scale, int64_t window) {
+  const cuda::AttentionArgs a =
+      attention_args(Checks(device(), "attention_forward"), out, lse, q, k, v, scale, window);
+  cuda::launch_attention_forward(a, current());
+}
+
+void CudaBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
+                                     const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& out, const Tensor& lse, double scale,
+                                     int64_t window) {
+  const Checks check(device(), "attention_backward");
+  cuda::AttentionArgs a = attention_args(check, out, lse, q, k, v, scale, window);
+  const std::pair<const Tensor*, const char*> grads[] = {
+      {&dout, "dout"}, {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
+  for (const auto& [t, name] : grads) {
+    check_head_view(check, *t, name);
+    check.dtype(*t, a.dtype, name);
+  }
+  check.same_shape(dout, q, "dout", "q").same_shape(dq, q, "dq", "q");
+  check.same_shape(dk, k, "dk", "k").same_shape(dv, v, "dv", "v");
+  a.dout = dout.raw_data();
+  a.dout_layout = head_layout(dout);
+  a.dq = dq.raw_data();
+  a.dq_layout = head_layout(dq);
+  a.dk = dk.raw_data();
+  a.dk_layout = head_layout(dk);
+  a.dv = dv.raw_data();
+  a.dv_layout = head_layout(dv);
+  Tensor delta = scratch(sizeof(float) * static_cast<size_t>(a.batch * a.heads * a.seq));
+  a.delta = static_cast<float*>(delta.raw_data());
+  cuda::launch_attention_backward(a, current());
+}
+
+// ---- loss ------------------------------------------------------------------------------------
+
+void CudaBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                                        const Tensor& targets, int64_t ignore_index,
+                                        double grad_scale) {
+  const Checks check(device(), "softmax_cross_entropy");
+  check.contiguous(losses, "losses").contiguous(logits, "logits").ids(targets, "targets");
+  if (losses.dtype() != logits.dtype() && losses.dtype() != DType::kF32) {
+    check.fail("losses " + losses.describe() + " must be f32 or the dtype of logits " +
+               logits.describe());
+  }
+  if (logits.dim() < 1) check.fail("logits " + logits.describe() + " must be [..., V]");
+  const int64_t vocab = logits.size(-1), rows = leading_rows(logits);
+  if (targets.numel() != rows || losses.numel() != rows) {
+    check.fail("logits " + shape_to_string(logits.shape()) + " has " + std::to_string(rows) +
+               " rows but targets are " + shape_to_string(targets.shape()) + " and losses " +
+               shape_to_string(losses.shape()) + "; need one target and one loss per row");
+  }
+  if (dlogits != nullptr) {
+    check.contiguous(*dlogits, "dlogits")
+        .same_shape(*dlogits, logits, "dlogits", "logits")
+        .dtype(*dlogits, logits.dtype(), "dlogits");
+  }
+  cuda::launch_softmax_cross_entropy(losses.raw_data(), losses.dtype() == DType::kF32,
+                                     dlogits != nullptr ? dlogits->raw_data() : nullptr,
+                                     logits.raw_data(), logits.dtype(), targets.raw_data(),
+                                     targets.dtype() == DType::kI64, rows, vocab, ignore_index,
+                                     grad_scale, error_device_, current());
+}
+
+// ---- reductions ------------------------------------------------------------------------------
+
+void CudaBackend::sum_squares(Tensor& out, const Tensor& x, bool accumulate) {
+  const Checks check(device(), "sum_squares");
+  check.contiguous(out, "out").dtype(out, DType::kF64, "out").contiguous(x, "x");
+  if (out.numel() != 1) check.fail("out must be a one-element f64 tensor, got " + out.describe());
+  Tensor partials = scratch(cuda::reduction_scratch_bytes(x.numel()));
+  cuda::launch_sum_into(static_cast<double*>(out.raw_data()), x.raw_data(), x.dtype(), x.numel(),
+                        true, 1.0, accumulate, partials.raw_data(), current());
+}
+
+void CudaBackend::sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) {
+  const Checks check(device(), "sum");
+  check.contiguous(out, "out").dtype(out, DType::kF64, "out").contiguous(x, "x");
+  if (out.numel() != 1) check.fail("out must be a one-element f64 tensor, got " + out.describe());
+  Tensor partials = scratch(cuda::reduction_scratch_bytes(x.numel()));
+  cuda::launch_sum_into(static_cast<double*>(out.raw_data()), x.raw_data(), x.dtype(), x.numel(),
+                        false, alpha, accumulate, partials.raw_data(), current());
+}
+
+// ---- optimizer updates -----------------------------------------------------------------------
+
+void CudaBackend::optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                                   std::span<Tensor> state, std::span<const ParamSegment> segments,
+                                   const OptimizerHyper& hyper) {
+  const Checks check(device(), "optimizer_update");
+  check.contiguous(params, "params").contiguous(grads, "grads");
+  check.dtype(params, DType::kF32, "params").dtype(grads, DType::kF32, "grads");
+  check.same_shape(params, grads, "params", "grads");
+  const size_t wanted = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
+  if (state.size() != wanted) {
+    check.fail("expected " + std::to_string(wanted) + " state buffers, got " +
+               std::to_string(state.size()));
+  }
+  for (Tensor& s : state) {
+    check.contiguous(s, "state")
+        .dtype(s, DType::kF32, "state")
+        .same_shape(s, params, "state", "params");
+  }
+  const int64_t n = params.numel();
+  for (const ParamSegment& seg : segments) {
+    if (seg.offset < 0 || seg.length < 0 || seg.offset + seg.length > n) {
+      check.fail("segment [" + std::to_string(seg.offset) + ", +" + std::to_string(seg.length) +
+                 ") is outside the " + std::to_string(n) + "-element buffer");
+    }
+  }
+  cuda::launch_optimizer_update(kind, static_cast<float*>(params.raw_data()),
+                                static_cast<const float*>(grads.raw_data()),
+                                static_cast<float*>(state[0].raw_data()),
+                                wanted == 2 ? static_cast<float*>(state[1].raw_data()) : nullptr,
+                                segments.data(), segments.size(), hyper, current());
+}
+
+}  // namespace zero::backend

@@ -1,0 +1,134 @@
+// CudaBackend: the Backend interface on one NVIDIA GPU. Device memory comes from a
+// CachingAllocator over cudaMalloc (no cudaMalloc once a training step repeats), page-locked
+// host memory from cudaHostAlloc; work runs on three CUDA streams (compute, comm, transfer) with
+// cudaEvent_t events; matrix products go through cuBLASLt and every other op through the
+// kernels of this folder (one op family per .cu file; cuda_kernels.h).
+//
+// Dtypes: f32, bf16 and f16 storage, computed in f32 and rounded once on store (the CPU
+// backend's f32-twin numerics); statistics are f32. f64 tensors - the CPU oracle's dtype - are
+// refused with UnsupportedError naming the op, except by fill, copy, add, scale and the f64
+// scalars of sum/sum_squares (the engine keeps its per-step loss and norm in f64 on the device).
+//
+// Ordering: every op is enqueued on the current stream and returns without waiting.
+// copy_to_host waits for the current stream; copy_from_host returns once the host buffer has been
+// read (it waits for its copy). Streams are serialised at every switch of the current stream
+// (the stream switched to waits for the work enqueued on the one before): the caching allocator
+// hands a freed block to the next request whatever stream used it, and this ordering makes that
+// safe. Overlap across streams needs a stream-aware allocator first (the GPU-speed issue).
+//
+// Bad token ids and targets are found on the device: the kernel skips them and records the
+// first; the next copy_to_host (read_scalar: once per training step) or synchronize throws
+// zero::Error naming the id, the vocabulary size and the row.
+//
+// The backend makes its device current (cudaSetDevice) when constructed; one host thread drives
+// it. Tensors it made must be destroyed before it.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_matmul.h"
+#include "backend/cuda/cuda_memory.h"
+#include "core/caching_allocator.h"
+
+namespace zero::backend {
+
+// The number of CUDA devices visible to this process (0 without a driver or device; never throws).
+int cuda_device_count();
+
+class CudaBackend final : public Backend {
+ public:
+  // Throws zero::Error naming what is missing when there is no such device.
+  explicit CudaBackend(int device_index = 0);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::cuda(index_); }
+  Allocator& allocator() override { return *allocator_; }
+  CachingAllocator& caching_allocator() { return *allocator_; }
+  Allocator& pinned_host_allocator() override { return pinned_; }
+  // The CUDA stream behind `kind` (for NCCL and tests).
+  cudaStream_t stream(StreamKind kind) const { return streams_[static_cast<size_t>(kind)]; }
+
+  Event record_event(StreamKind stream) override;
+  void wait_event(StreamKind waiter, const Event& event) override;
+  void synchronize_event(const Event& event) override;
+
+  void fill(Tensor& dst, double value) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+  void stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
+                                int64_t first_index) override;
+  void add(Tensor& y, const Tensor& x, double alpha) override;
+  void scale(Tensor& y, double alpha) override;
+  void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+              double alpha, double beta) override;
+  void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) override;
+  void linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy, const Tensor& x,
+                       const Tensor& w) override;
+  void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
+                         bool accumulate) override;
+  void embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) override;
+  void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                         const Tensor& weight, const Tensor* bias, double eps) override;
+  void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                          const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) override;
+  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                       double eps) override;
+  void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                        const Tensor& weight, const Tensor& rstd) override;
+  void gelu_forward(Tensor& y, const Tensor& x) override;
+  void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) override;
+  void swiglu_forward(Tensor& y, const Tensor& gate_up) override;
+  void swiglu_backward(Tensor& dgate_up, const Tensor& dy, const Tensor& gate_up) override;
+  void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) override;
+  void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
+                         const Tensor& v, double scale, int64_t window) override;
+  void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          double scale, int64_t window) override;
+  void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                             const Tensor& targets, int64_t ignore_index,
+                             double grad_scale) override;
+  void sum_squares(Tensor& out, const Tensor& x, bool accumulate) override;
+  void sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) override;
+  void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                        std::span<Tensor> state, std::span<const ParamSegment> segments,
+                        const OptimizerHyper& hyper) override;
+
+ protected:
+  void do_copy_from_host(Tensor& dst, const void* src) override;
+  void do_copy_to_host(void* dst, const Tensor& src) override;
+  void do_synchronize() override;
+  void on_stream_change(StreamKind stream) override;
+
+ private:
+  cudaStream_t current() const { return stream(current_stream()); }
+  // Device scratch for one op, freed when the returned tensor goes (stream order keeps it safe).
+  Tensor scratch(size_t bytes);
+  // Enqueues the copy of the kernels' error slot to its host mirror on `stream`.
+  void fetch_kernel_errors(cudaStream_t stream);
+  // Throws the first bad-input report in the host mirror, if any (after the fetch completed),
+  // and clears the slot.
+  void raise_kernel_errors();
+  void linear_product(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias);
+  void gemm(const cuda::GemmOperands& op);
+  void gemm_realigned(const cuda::GemmOperands& op);
+
+  int index_;
+  std::array<cudaStream_t, kNumStreamKinds> streams_{};
+  StreamKind active_ = StreamKind::kCompute;  // the stream the last op was enqueued on
+  std::array<uint64_t, kNumStreamKinds> recorded_{};
+  cuda::KernelErrorSlot* error_device_ = nullptr;  // cudaMalloc'ed, written by kernels
+  cuda::KernelErrorSlot* error_host_ = nullptr;    // its page-locked host mirror
+  cuda::CudaDeviceMemory memory_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  cuda::CudaPinnedAllocator pinned_;
+  std::unique_ptr<cuda::CublasLtMatmul> matmul_;
+  Tensor matmul_workspace_;
+};
+
+}  // namespace zero::backend

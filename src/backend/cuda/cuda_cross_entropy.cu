@@ -1,0 +1,95 @@
+// Fused softmax cross-entropy over logits[N, V], one block per row, streaming the row three
+// times (max; sum of exp in f64; the gradient) and never storing probabilities. The loss is
+// (max - x_target) + log(sum), formed in f64 as the CPU forms it. dlogits may be the logits
+// buffer: x_target is read before any write, and the last pass reads each element just before
+// the same thread overwrites it. Targets are validated on the device (KernelErrorSlot).
+#include "backend/cuda/cuda_device_math.cuh"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace zero::backend::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+
+template <typename T, typename L, typename Id>
+__global__ void cross_entropy_kernel(L* losses, T* dlogits, const T* logits, const Id* targets,
+                                     int64_t rows, int64_t vocab, int64_t ignore_index,
+                                     double grad_scale, KernelErrorSlot* error) {
+  __shared__ float shared_f[kWarp];
+  __shared__ double shared_d[kWarp];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t target = static_cast<int64_t>(targets[r]);
+    const T* x = logits + r * vocab;
+    T* dl = dlogits != nullptr ? dlogits + r * vocab : nullptr;
+    const bool ignored = target == ignore_index;
+    if (!ignored && (target < 0 || target >= vocab)) {
+      if (threadIdx.x == 0) report_kernel_error(error, kTargetOutOfRange, target, vocab, r);
+      continue;  // the whole block skips the row: the error is thrown at the next sync
+    }
+    if (ignored) {
+      if (threadIdx.x == 0) store_f32(losses, r, 0.0f);
+      if (dl != nullptr) {
+        for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) store_f32(dl, j, 0.0f);
+      }
+      continue;
+    }
+    const float x_target = load_f32(x, target);
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) m = fmaxf(m, load_f32(x, j));
+    m = block_max(m, shared_f);
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+      sum += static_cast<double>(expf(load_f32(x, j) - m));
+    }
+    sum = block_sum(sum, shared_d);
+    if (threadIdx.x == 0) {
+      const double loss = (static_cast<double>(m) - static_cast<double>(x_target)) + log(sum);
+      store_f32(losses, r, static_cast<float>(loss));
+    }
+    if (dl != nullptr) {
+      const float factor = static_cast<float>(grad_scale / sum);
+      for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+        const float e = expf(load_f32(x, j) - m);
+        // p - 1 at the target as (e - sum) / sum: no cancellation when p is close to 1.
+        const float g =
+            j == target ? static_cast<float>(grad_scale * ((static_cast<double>(e) - sum) / sum))
+                        : e * factor;
+        store_f32(dl, j, g);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits, const void* logits,
+                                  DType dtype, const void* targets, bool targets_i64, int64_t rows,
+                                  int64_t vocab, int64_t ignore_index, double grad_scale,
+                                  KernelErrorSlot* error, cudaStream_t stream) {
+  if (rows == 0) return;
+  constexpr int64_t kMaxBlocks = 65535;
+  const auto grid = static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
+  dispatch_storage(dtype, "softmax_cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    auto run = [&](const auto* tg) {
+      // Per-row losses in f32 with 16-bit logits (the model's choice, as Hugging Face upcasts).
+      if (losses_f32) {
+        cross_entropy_kernel<<<grid, kThreads, 0, stream>>>(
+            static_cast<float*>(losses), static_cast<T*>(dlogits), static_cast<const T*>(logits),
+            tg, rows, vocab, ignore_index, grad_scale, error);
+      } else {
+        cross_entropy_kernel<<<grid, kThreads, 0, stream>>>(
+            static_cast<T*>(losses), static_cast<T*>(dlogits), static_cast<const T*>(logits), tg,
+            rows, vocab, ignore_index, grad_scale, error);
+      }
+    };
+    if (targets_i64) {
+      run(static_cast<const int64_t*>(targets));
+    } else {
+      run(static_cast<const int32_t*>(targets));
+    }
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zero::backend::cuda

@@ -1,0 +1,122 @@
+// Device-side helpers shared by the .cu files: widening loads and narrowing stores of the
+// storage types (the same bit-exact conversions as core/half.h, which they call: nvcc compiles
+// its constexpr functions for the device with --expt-relaxed-constexpr), block reductions with
+// a fixed combining order (results do not depend on timing), and the host-side dtype dispatch.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+
+namespace zero::backend::cuda {
+
+__device__ __forceinline__ float load_f32(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load_f32(const bf16* p, int64_t i) {
+  return __uint_as_float(static_cast<uint32_t>(p[i].bits) << 16);
+}
+__device__ __forceinline__ float load_f32(const f16* p, int64_t i) {
+  return f16_bits_to_float(p[i].bits);
+}
+__device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store_f32(bf16* p, int64_t i, float v) {
+  p[i].bits = float_to_bf16_bits(v);
+}
+__device__ __forceinline__ void store_f32(f16* p, int64_t i, float v) {
+  p[i].bits = float_to_f16_bits(v);
+}
+
+inline constexpr int kWarp = 32;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `shared` holds 32 values. The combining tree is fixed, so the result is deterministic.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = blockDim.x / kWarp;
+  v = warp_sum(v);
+  __syncthreads();  // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : T(0);
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = blockDim.x / kWarp;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+// A grid for a grid-stride loop over n elements: enough blocks to fill the GPU, no more.
+inline unsigned grid_for(int64_t n, int threads) {
+  const int64_t wanted = (n + threads - 1) / threads;
+  constexpr int64_t kMaxBlocks = 132 * 16;  // an H100's SMs x resident blocks
+  return static_cast<unsigned>(wanted < 1 ? 1 : (wanted > kMaxBlocks ? kMaxBlocks : wanted));
+}
+
+// Calls fn(T{}) with the storage type of a floating dtype the kernels handle, else throws
+// UnsupportedError naming the op (f64 is the CPU oracle's dtype).
+template <typename Fn>
+void dispatch_storage(DType dtype, const char* op, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      fn(float{});
+      return;
+    case DType::kBF16:
+      fn(bf16{});
+      return;
+    case DType::kF16:
+      fn(f16{});
+      return;
+    default:
+      throw UnsupportedError(std::string(op) + " on the CUDA backend supports f32, bf16 and f16 " +
+                             "storage, not " + dtype_name(dtype) +
+                             " (f64 runs on the CPU backend: --device cpu)");
+  }
+}
+
+// Records the first bad input into the error slot (later finds are dropped).
+template <typename Slot>
+__device__ __forceinline__ void report_kernel_error(Slot* slot, int code, int64_t value,
+                                                    int64_t bound, int64_t position) {
+  if (slot == nullptr) return;
+  if (atomicCAS(&slot->code, 0, -1) == 0) {
+    slot->value = value;
+    slot->bound = bound;
+    slot->position = position;
+    __threadfence();
+    atomicExch(&slot->code, code);
+  }
+}
+
+}  // namespace zero::backend::cuda
+
+#define ZERO_CUDA_CHECK_LAUNCH() ZERO_CUDA_CHECK(cudaGetLastError())

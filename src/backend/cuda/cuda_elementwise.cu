@@ -1,0 +1,195 @@
+// fill / dtype conversion / stochastic rounding / add / scale. Compiled without fused
+// multiply-add (CMake: --fmad=false) so y += a * x rounds twice, as the CPU backend's loops do:
+// these ops give the CPU's bits.
+#include "backend/cuda/cuda_device_math.cuh"
+#include "backend/cuda/cuda_kernels.h"
+#include "core/stochastic_rounding.h"
+
+namespace zero::backend::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T>
+__global__ void fill_kernel(T* dst, T value, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    dst[i] = value;
+  }
+}
+
+// Widening loads to double (exact from every floating storage type) and narrowing stores.
+__device__ __forceinline__ double load_wide(const double* p, int64_t i) { return p[i]; }
+template <typename T>
+__device__ __forceinline__ double load_wide(const T* p, int64_t i) {
+  return static_cast<double>(load_f32(p, i));
+}
+
+// f64 -> float rounded toward zero with the lowest bit set when anything was discarded (round to
+// odd): rounding that float once more to 16 bits gives the correctly rounded 16-bit value.
+__device__ __forceinline__ float narrow_to_odd(double v) {
+  const float f = __double2float_rz(v);
+  if (static_cast<double>(f) == v || isnan(v)) return f;
+  return __uint_as_float(__float_as_uint(f) | 1u);
+}
+
+template <typename D, typename S>
+__global__ void convert_kernel(D* dst, const S* src, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    if constexpr (std::is_same_v<D, double>) {
+      dst[i] = load_wide(src, i);
+    } else if constexpr (std::is_same_v<S, double>) {
+      if constexpr (std::is_same_v<D, float>) {
+        dst[i] = __double2float_rn(src[i]);
+      } else {
+        store_f32(dst, i, narrow_to_odd(src[i]));
+      }
+    } else {
+      store_f32(dst, i, load_f32(src, i));
+    }
+  }
+}
+
+__global__ void stochastic_round_kernel(bf16* dst, const float* src, int64_t n, uint64_t seed,
+                                        uint64_t first_index) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t index = first_index + static_cast<uint64_t>(i);
+    dst[i].bits = float_to_bf16_bits_stochastic(src[i], stochastic_rounding_bits(seed, index));
+  }
+}
+
+template <typename Y, typename X>
+__global__ void add_kernel(Y* y, const X* x, float alpha, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    store_f32(y, i, load_f32(y, i) + alpha * load_f32(x, i));
+  }
+}
+
+template <typename T>
+__global__ void scale_kernel(T* y, float alpha, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    store_f32(y, i, load_f32(y, i) * alpha);
+  }
+}
+
+// f64 add/scale: the engine sums its per-step f64 scalars (the loss) on the device.
+__global__ void add_f64_kernel(double* y, const double* x, double alpha, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] += alpha * x[i];
+  }
+}
+
+__global__ void scale_f64_kernel(double* y, double alpha, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] *= alpha;
+  }
+}
+
+// Calls fn(T{}) with the storage type of any floating dtype, f64 included (conversions only).
+template <typename Fn>
+void dispatch_any_floating(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF64:
+      fn(double{});
+      return;
+    default:
+      dispatch_storage(dtype, "copy", fn);
+  }
+}
+
+}  // namespace
+
+void launch_fill_pattern(void* dst, size_t element_size, uint64_t pattern, int64_t n,
+                         cudaStream_t stream) {
+  if (n == 0) return;
+  const unsigned grid = grid_for(n, kThreads);
+  switch (element_size) {
+    case 1:
+      fill_kernel<<<grid, kThreads, 0, stream>>>(static_cast<uint8_t*>(dst),
+                                                 static_cast<uint8_t>(pattern), n);
+      break;
+    case 2:
+      fill_kernel<<<grid, kThreads, 0, stream>>>(static_cast<uint16_t*>(dst),
+                                                 static_cast<uint16_t>(pattern), n);
+      break;
+    case 4:
+      fill_kernel<<<grid, kThreads, 0, stream>>>(static_cast<uint32_t*>(dst),
+                                                 static_cast<uint32_t>(pattern), n);
+      break;
+    default:
+      fill_kernel<<<grid, kThreads, 0, stream>>>(static_cast<uint64_t*>(dst), pattern, n);
+      break;
+  }
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n,
+                    cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_any_floating(dst_dtype, [&](auto dst_tag) {
+    using D = decltype(dst_tag);
+    dispatch_any_floating(src_dtype, [&](auto src_tag) {
+      using S = decltype(src_tag);
+      convert_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<D*>(dst),
+                                                                     static_cast<const S*>(src), n);
+    });
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_stochastic_round_to_bf16(void* dst, const float* src, int64_t n, uint64_t seed,
+                                     int64_t first_index, cudaStream_t stream) {
+  if (n == 0) return;
+  stochastic_round_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+      static_cast<bf16*>(dst), src, n, seed, static_cast<uint64_t>(first_index));
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add(void* y, DType y_dtype, const void* x, DType x_dtype, int64_t n, double alpha,
+                cudaStream_t stream) {
+  if (n == 0) return;
+  if (y_dtype == DType::kF64 || x_dtype == DType::kF64) {
+    if (y_dtype != x_dtype) {
+      throw UnsupportedError(std::string("add on the CUDA backend: ") + dtype_name(y_dtype) +
+                             " += " + dtype_name(x_dtype) +
+                             " is not supported (f64 only with f64)");
+    }
+    add_f64_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        static_cast<double*>(y), static_cast<const double*>(x), alpha, n);
+    ZERO_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  dispatch_storage(y_dtype, "add", [&](auto y_tag) {
+    using Y = decltype(y_tag);
+    dispatch_storage(x_dtype, "add", [&](auto x_tag) {
+      using X = decltype(x_tag);
+      add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+          static_cast<Y*>(y), static_cast<const X*>(x), static_cast<float>(alpha), n);
+    });
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t stream) {
+  if (n == 0) return;
+  if (dtype == DType::kF64) {
+    scale_f64_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<double*>(y), alpha,
+                                                                     n);
+    ZERO_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  dispatch_storage(dtype, "scale", [&](auto tag) {
+    using T = decltype(tag);
+    scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(y),
+                                                                 static_cast<float>(alpha), n);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zero::backend::cuda

@@ -1,0 +1,157 @@
+// The CUDA backend's kernel launchers: plain functions over device pointers, one op family per
+// .cu file, called by CudaBackend after it has checked shapes and dtypes (cuda_backend.cpp).
+// Keeping Tensor and the argument checks in host C++ keeps the .cu files small (nvcc is slow)
+// and lets every error message come from one place.
+//
+// Conventions: every pointer is device memory of the current device, except where noted; `dtype`
+// is the storage dtype of the floating tensors (f32, bf16 or f16; kernels compute in f32 and round
+// to nearest-even once when they store, the way the CPU backend's f32 twins do); statistics
+// (mean, rstd, lse) are f32; work is enqueued on `stream` and nothing waits for it. Element counts
+// and strides are in elements. Launchers throw UnsupportedError for a dtype they do not handle.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/optimizer_kernels.h"
+#include "core/dtype.h"
+
+namespace zero::backend::cuda {
+
+// The first bad input a kernel found (a token id outside the vocabulary), in device memory:
+// kernels record it with an atomic, the backend copies it to the host together with its next
+// synchronising read and throws. code == 0: nothing found.
+struct KernelErrorSlot {
+  int code;
+  int64_t value;     // the offending id
+  int64_t bound;     // the vocabulary size it had to be below
+  int64_t position;  // its row
+};
+enum KernelErrorCode : int {
+  kNoKernelError = 0,
+  kEmbeddingIdOutOfRange = 1,
+  kTargetOutOfRange = 2,
+};
+
+// ---- elementwise (cuda_elementwise.cu) -------------------------------------------------------
+// dst[i] = the element whose bytes are the low `element_size` bytes of `pattern` (1, 2, 4 or 8).
+void launch_fill_pattern(void* dst, size_t element_size, uint64_t pattern, int64_t n,
+                         cudaStream_t stream);
+// dst = src converted between floating dtypes (f32, f64, bf16, f16), rounding to nearest-even
+// once (f64 -> 16 bit goes through round-to-odd float, as the CPU does).
+void launch_convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n,
+                    cudaStream_t stream);
+void launch_stochastic_round_to_bf16(void* dst, const float* src, int64_t n, uint64_t seed,
+                                     int64_t first_index, cudaStream_t stream);
+// y += alpha * x; y *= alpha (alpha rounded to f32 first, as the CPU's f32 kernels do; f64
+// tensors - the engine's device scalars - compute in f64).
+// add mixes storage dtypes as the CPU's f32 twins do (an f32 accumulator += bf16 gradients).
+void launch_add(void* y, DType y_dtype, const void* x, DType x_dtype, int64_t n, double alpha,
+                cudaStream_t stream);
+void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t stream);
+
+// ---- bias helpers of the matrix products (cuda_bias.cu) --------------------------------------
+// y[r, :] = bias for every row (y and bias of one dtype).
+void launch_broadcast_rows(void* y, const void* bias, DType dtype, int64_t rows, int64_t cols,
+                           cudaStream_t stream);
+// dbias[c] += sum over rows of dy[r, c], summed in f64 over fixed row blocks and then the blocks
+// in order (deterministic). `partials`: kColumnSumRowBlock-row blocks x cols doubles.
+inline constexpr int64_t kColumnSumRowBlock = 256;
+size_t column_sum_scratch_bytes(int64_t rows, int64_t cols);
+void launch_column_sums_accumulate(void* dbias, const void* dy, DType dtype, int64_t rows,
+                                   int64_t cols, void* scratch, cudaStream_t stream);
+
+// ---- embedding (cuda_embedding.cu) -------------------------------------------------------------
+void launch_embedding_forward(void* out, const void* ids, bool ids_i64, const void* table,
+                              DType dtype, int64_t n, int64_t vocab, int64_t channels,
+                              bool accumulate, KernelErrorSlot* error, cudaStream_t stream);
+// Device scratch the backward needs for n ids (a stable sort of the ids with their positions).
+size_t embedding_backward_scratch_bytes(int64_t n);
+void launch_embedding_backward(void* dtable, const void* dout, DType dtype, const void* ids,
+                               bool ids_i64, int64_t n, int64_t vocab, int64_t channels,
+                               void* scratch, size_t scratch_bytes, KernelErrorSlot* error,
+                               cudaStream_t stream);
+
+// ---- normalisation (cuda_layernorm.cu, cuda_rmsnorm.cu) ----------------------------------------
+// Weight (and bias) gradients: per block of kNormRowBlock rows a partial sum per channel, then the
+// blocks in order into the accumulating gradient: deterministic, no atomics.
+inline constexpr int64_t kNormRowBlock = 128;
+size_t norm_backward_scratch_bytes(int64_t rows, int64_t channels, bool with_bias);
+void launch_layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* weight,
+                              const void* bias, DType dtype, int64_t rows, int64_t channels,
+                              float eps, cudaStream_t stream);
+void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void* dy, const void* x,
+                               const void* weight, const float* mean, const float* rstd,
+                               DType dtype, int64_t rows, int64_t channels, void* scratch,
+                               cudaStream_t stream);
+void launch_rmsnorm_forward(void* y, float* rstd, const void* x, const void* weight, DType dtype,
+                            int64_t rows, int64_t channels, float eps, cudaStream_t stream);
+void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void* x,
+                             const void* weight, const float* rstd, DType dtype, int64_t rows,
+                             int64_t channels, void* scratch, cudaStream_t stream);
+
+// ---- activations (cuda_activations.cu) ---------------------------------------------------------
+void launch_gelu_forward(void* y, const void* x, DType dtype, int64_t n, cudaStream_t stream);
+void launch_gelu_backward(void* dx, const void* dy, const void* x, DType dtype, int64_t n,
+                          cudaStream_t stream);
+void launch_swiglu_forward(void* y, const void* gate_up, DType dtype, int64_t rows, int64_t inner,
+                           cudaStream_t stream);
+void launch_swiglu_backward(void* dgate_up, const void* dy, const void* gate_up, DType dtype,
+                            int64_t rows, int64_t inner, cudaStream_t stream);
+
+// ---- rotary embedding (cuda_rope.cu) -----------------------------------------------------------
+struct HeadLayout {  // a [B, T, H, D] view with contiguous D
+  int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
+  int64_t batch_stride = 0, seq_stride = 0, head_stride = 0;
+};
+void launch_rope(void* x, const HeadLayout& layout, const void* cos, const void* sin, DType dtype,
+                 bool inverse, cudaStream_t stream);
+
+// ---- attention (cuda_attention.cu) -------------------------------------------------------------
+inline constexpr int64_t kMaxAttentionHeadDim = 256;
+struct AttentionArgs {
+  DType dtype = DType::kF32;
+  int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 1.0f;
+  int64_t window = 0;  // 0: full causal
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  HeadLayout q_layout, k_layout, v_layout;
+  void* out = nullptr;
+  HeadLayout out_layout;
+  float* lse = nullptr;  // [B, H, T]
+  // backward
+  const void* dout = nullptr;
+  HeadLayout dout_layout;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  HeadLayout dq_layout, dk_layout, dv_layout;
+  float* delta = nullptr;  // scratch [B, H, T]
+};
+void launch_attention_forward(const AttentionArgs& args, cudaStream_t stream);
+void launch_attention_backward(const AttentionArgs& args, cudaStream_t stream);
+
+// ---- loss (cuda_cross_entropy.cu) --------------------------------------------------------------
+// dlogits may equal logits (the fused loss writes over the logits). losses are f32 or `dtype`.
+void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits, const void* logits,
+                                  DType dtype, const void* targets, bool targets_i64, int64_t rows,
+                                  int64_t vocab, int64_t ignore_index, double grad_scale,
+                                  KernelErrorSlot* error, cudaStream_t stream);
+
+// ---- reductions into a device f64 scalar (cuda_reductions.cu) ---------------------------------
+size_t reduction_scratch_bytes(int64_t n);
+// out[0] = alpha * sum(x or x^2) (+ out[0] when accumulate), in f64, deterministic.
+void launch_sum_into(double* out, const void* x, DType dtype, int64_t n, bool squares, double alpha,
+                     bool accumulate, void* scratch, cudaStream_t stream);
+
+// ---- optimizer updates (cuda_optimizers.cu) ----------------------------------------------------
+// Same formulas, in the same f32 operation order, as backend/cpu/cpu_optimizers.cpp. `state1`
+// is null for kinds with one state buffer. `segments` is a host array.
+void launch_optimizer_update(OptimizerKind kind, float* params, const float* grads, float* state0,
+                             float* state1, const ParamSegment* segments, size_t segment_count,
+                             const OptimizerHyper& hyper, cudaStream_t stream);
+
+}  // namespace zero::backend::cuda

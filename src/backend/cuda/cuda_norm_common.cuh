@@ -1,0 +1,30 @@
+// Shared pieces of the LayerNorm and RMSNorm kernels: the weight-gradient finishing pass (the
+// per-row-block partial sums added in block order into the accumulating gradient) and the
+// launch geometry.
+#pragma once
+#include "backend/cuda/cuda_device_math.cuh"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace zero::backend::cuda {
+
+inline constexpr int kNormThreads = 256;
+
+inline int64_t norm_row_blocks(int64_t rows) { return (rows + kNormRowBlock - 1) / kNormRowBlock; }
+
+inline unsigned norm_row_grid(int64_t rows) {
+  constexpr int64_t kMaxBlocks = 65535;
+  return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
+}
+
+// grad[c] += partial[0][c] + partial[1][c] + ... (one f32 addition per block, in block order).
+template <typename T>
+__global__ void norm_finish_kernel(T* grad, const float* partial, int64_t blocks,
+                                   int64_t channels) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= channels) return;
+  float acc = load_f32(grad, c);
+  for (int64_t b = 0; b < blocks; ++b) acc += partial[b * channels + c];
+  store_f32(grad, c, acc);
+}
+
+}  // namespace zero::backend::cuda

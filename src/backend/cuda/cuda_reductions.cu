@@ -1,0 +1,72 @@
+// sum / sum of squares of a whole tensor into a device f64 scalar, deterministic: fixed chunks of
+// kChunk elements, one block each, reduced in f64 with a fixed tree; then one block adds the
+// chunk sums (each thread a fixed strided subset in order, then the fixed tree). The result
+// depends only on n, never on timing. Inf/NaN elements propagate (the overflow check relies on it).
+#include "backend/cuda/cuda_device_math.cuh"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace zero::backend::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kFinishThreads = 1024;
+constexpr int64_t kChunk = int64_t{1} << 16;
+
+int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
+
+template <typename T, bool kSquares>
+__global__ void chunk_sums_kernel(double* partial, const T* x, int64_t n) {
+  __shared__ double shared[kWarp];
+  const int64_t begin = blockIdx.x * kChunk;
+  const int64_t end = min(n, begin + kChunk);
+  double acc = 0.0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const double v = static_cast<double>(load_f32(x, i));
+    acc += kSquares ? v * v : v;
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void finish_kernel(double* out, const double* partial, int64_t chunks, double alpha,
+                              bool accumulate) {
+  __shared__ double shared[kWarp];
+  double acc = 0.0;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) acc += partial[c];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) {
+    const double value = alpha * acc;
+    out[0] = accumulate ? out[0] + value : value;
+  }
+}
+
+}  // namespace
+
+size_t reduction_scratch_bytes(int64_t n) {
+  const int64_t chunks = chunks_of(n);
+  return static_cast<size_t>(chunks > 0 ? chunks : 1) * sizeof(double);
+}
+
+void launch_sum_into(double* out, const void* x, DType dtype, int64_t n, bool squares, double alpha,
+                     bool accumulate, void* scratch, cudaStream_t stream) {
+  const int64_t chunks = chunks_of(n);
+  ZERO_CHECK(chunks <= INT32_MAX, "sum over " << n << " elements exceeds the grid");
+  auto* partial = static_cast<double*>(scratch);
+  if (chunks > 0) {
+    dispatch_storage(dtype, squares ? "sum_squares" : "sum", [&](auto tag) {
+      using T = decltype(tag);
+      if (squares) {
+        chunk_sums_kernel<T, true><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+            partial, static_cast<const T*>(x), n);
+      } else {
+        chunk_sums_kernel<T, false><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+            partial, static_cast<const T*>(x), n);
+      }
+    });
+    ZERO_CUDA_CHECK_LAUNCH();
+  }
+  finish_kernel<<<1, kFinishThreads, 0, stream>>>(out, partial, chunks, alpha, accumulate);
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zero::backend::cuda

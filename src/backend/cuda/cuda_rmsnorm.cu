@@ -1,0 +1,103 @@
+// RMSNorm forward and backward over the last dimension: the LayerNorm scheme without the mean
+// (one block per row for the row sums, deterministic per-row-block weight-gradient partials).
+#include "backend/cuda/cuda_norm_common.cuh"
+
+namespace zero::backend::cuda {
+namespace {
+
+template <typename T>
+__global__ void rmsnorm_forward_kernel(T* y, float* rstd_out, const T* x, const T* weight,
+                                       int64_t rows, int64_t channels, float eps) {
+  __shared__ float shared[kWarp];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + r * channels;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
+      const float v = load_f32(row, i);
+      sum += v * v;
+    }
+    const float s = 1.0f / sqrtf(block_sum(sum, shared) / static_cast<float>(channels) + eps);
+    T* out = y + r * channels;
+    for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
+      store_f32(out, i, (load_f32(row, i) * s) * load_f32(weight, i));
+    }
+    if (threadIdx.x == 0) rstd_out[r] = s;
+  }
+}
+
+template <typename T>
+__global__ void rmsnorm_dx_kernel(T* dx, const T* dy, const T* x, const T* weight,
+                                  const float* rstd, int64_t rows, int64_t channels) {
+  __shared__ float shared[kWarp];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + r * channels;
+    const T* g = dy + r * channels;
+    const float s = rstd[r];
+    float sum_gx = 0.0f;
+    for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
+      sum_gx += load_f32(g, i) * load_f32(weight, i) * (load_f32(row, i) * s);
+    }
+    const float mean_gx = block_sum(sum_gx, shared) / static_cast<float>(channels);
+    T* out = dx + r * channels;
+    for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
+      const float xv = load_f32(row, i);
+      store_f32(out, i, s * (load_f32(g, i) * load_f32(weight, i) - xv * s * mean_gx));
+    }
+  }
+}
+
+template <typename T>
+__global__ void rmsnorm_partials_kernel(float* partial, const T* dy, const T* x, const float* rstd,
+                                        int64_t rows, int64_t channels) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= channels) return;
+  const int64_t r0 = blockIdx.y * kNormRowBlock;
+  const int64_t r1 = min(rows, r0 + kNormRowBlock);
+  float acc = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) {
+    acc += load_f32(dy, r * channels + c) * (load_f32(x, r * channels + c) * rstd[r]);
+  }
+  partial[blockIdx.y * channels + c] = acc;
+}
+
+}  // namespace
+
+void launch_rmsnorm_forward(void* y, float* rstd, const void* x, const void* weight, DType dtype,
+                            int64_t rows, int64_t channels, float eps, cudaStream_t stream) {
+  if (rows == 0) return;
+  dispatch_storage(dtype, "rmsnorm_forward", [&](auto tag) {
+    using T = decltype(tag);
+    rmsnorm_forward_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
+        static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(weight), rows,
+        channels, eps);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void* x,
+                             const void* weight, const float* rstd, DType dtype, int64_t rows,
+                             int64_t channels, void* scratch, cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const int64_t blocks = norm_row_blocks(rows);
+  ZERO_CHECK(blocks <= 65535, "rmsnorm_backward: " << rows << " rows exceed the grid's y limit");
+  auto* partial = static_cast<float*>(scratch);
+  const unsigned channel_tiles =
+      static_cast<unsigned>((channels + kNormThreads - 1) / kNormThreads);
+  dispatch_storage(dtype, "rmsnorm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    // The partials read dy first: dx may be dy's buffer.
+    rmsnorm_partials_kernel<T>
+        <<<dim3(channel_tiles, static_cast<unsigned>(blocks)), kNormThreads, 0, stream>>>(
+            partial, static_cast<const T*>(dy), static_cast<const T*>(x), rstd, rows, channels);
+    ZERO_CUDA_CHECK_LAUNCH();
+    rmsnorm_dx_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
+        static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
+        static_cast<const T*>(weight), rstd, rows, channels);
+    ZERO_CUDA_CHECK_LAUNCH();
+    norm_finish_kernel<T><<<channel_tiles, kNormThreads, 0, stream>>>(static_cast<T*>(dweight),
+                                                                      partial, blocks, channels);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zero::backend::cuda

@@ -1,0 +1,507 @@
+// Every CUDA op against the CPU oracle on random inputs at awkward sizes (no multiple of any
+// tile), outputs poisoned with NaN before each run, for f32, bf16 and f16 storage. Tolerances:
+// pointwise ops whose CUDA arithmetic repeats the CPU's operation order (fill, conversions,
+// stochastic rounding, add, scale, embedding, RoPE, Adam/Lion/Adagrad) must match bit for bit;
+// ops that sum in another order get f32 rounding tolerances scaled by the summation length,
+// plus one rounding unit of the stored 16-bit dtype (cuda_test_support.h). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#if ZERO_HAVE_CUDA
+#include <cmath>
+#include <limits>
+
+#include "cuda_test_support.h"
+
+namespace zero::backend::cuda_test {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+const DType kStorageTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+
+class CudaOps : public CudaTest {};
+
+TEST_F(CudaOps, FillAndConversionsMatchTheCpuBitForBit) {
+  const std::vector<float> values = random_values(1000, 1, -70000.0f, 70000.0f);
+  for (DType src : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    for (DType dst : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+      Tensor cs = upload(cpu(), values, {1000}, src);
+      Tensor gs = upload(gpu(), values, {1000}, src);
+      Tensor cd = cpu().empty({1000}, dst, MemoryCategory::kOther);
+      Tensor gd = gpu().empty({1000}, dst, MemoryCategory::kOther);
+      cpu().copy(cd, cs);
+      gpu().copy(gd, gs);
+      EXPECT_EQ(download_bytes(cpu(), cd), download_bytes(gpu(), gd))
+          << dtype_name(src) << " -> " << dtype_name(dst);
+    }
+  }
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64,
+                      DType::kU8}) {
+    Tensor c = cpu().empty({37}, dtype, MemoryCategory::kOther);
+    Tensor g = gpu().empty({37}, dtype, MemoryCategory::kOther);
+    const double value = dtype_is_floating(dtype) ? 1.0 / 3.0 : 7.0;
+    cpu().fill(c, value);
+    gpu().fill(g, value);
+    EXPECT_EQ(download_bytes(cpu(), c), download_bytes(gpu(), g)) << dtype_name(dtype);
+  }
+}
+
+TEST_F(CudaOps, StochasticRoundingUsesTheSameBitsAsTheCpu) {
+  const std::vector<float> values = random_values(5003, 2, -3.0f, 3.0f);
+  Tensor cs = upload(cpu(), values, {5003}, DType::kF32);
+  Tensor gs = upload(gpu(), values, {5003}, DType::kF32);
+  Tensor cd = cpu().empty({5003}, DType::kBF16, MemoryCategory::kOther);
+  Tensor gd = gpu().empty({5003}, DType::kBF16, MemoryCategory::kOther);
+  cpu().stochastic_round_to_bf16(cd, cs, 0x1234, 99);
+  gpu().stochastic_round_to_bf16(gd, gs, 0x1234, 99);
+  EXPECT_EQ(download_bytes(cpu(), cd), download_bytes(gpu(), gd));
+}
+
+TEST_F(CudaOps, AddAndScaleMatchTheCpuBitForBit) {
+  for (DType dtype : kStorageTypes) {
+    const std::vector<float> y = random_values(3001, 3), x = random_values(3001, 4);
+    Tensor cy = upload(cpu(), y, {3001}, dtype), gy = upload(gpu(), y, {3001}, dtype);
+    Tensor cx = upload(cpu(), x, {3001}, dtype), gx = upload(gpu(), x, {3001}, dtype);
+    cpu().add(cy, cx, 0.37);
+    gpu().add(gy, gx, 0.37);
+    cpu().scale(cy, -1.7);
+    gpu().scale(gy, -1.7);
+    EXPECT_EQ(download_bytes(cpu(), cy), download_bytes(gpu(), gy)) << dtype_name(dtype);
+  }
+}
+
+TEST_F(CudaOps, MatmulMatchesTheCpuForEveryTransposeAndDtype) {
+  const int64_t m = 37, n = 53, k = 71;
+  for (DType dtype : kStorageTypes) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        const Shape a_shape = ta ? Shape{k, m} : Shape{m, k};
+        const Shape b_shape = tb ? Shape{n, k} : Shape{k, n};
+        const std::vector<float> a = random_values(m * k, 5), b = random_values(k * n, 6);
+        const std::vector<float> c0 = random_values(m * n, 7);
+        std::vector<double> results[2];
+        int slot = 0;
+        for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+          // a at an odd element offset of its buffer: operands need not be 256-byte aligned.
+          std::vector<float> a_padded(1, 0.0f);
+          a_padded.insert(a_padded.end(), a.begin(), a.end());
+          Tensor ta_t = upload(*be, a_padded, {m * k + 1}, dtype).view(1, a_shape);
+          Tensor tb_t = upload(*be, b, b_shape, dtype);
+          Tensor c = upload(*be, c0, {m, n}, dtype);
+          be->matmul(c, ta_t, ta != 0, tb_t, tb != 0, 0.75, 0.5);
+          results[slot++] = download(*be, c);
+        }
+        // f32: products summed in another order (cuBLASLt's split of K): a few ulps of the
+        // sum of |terms| <= K = 71 here, so 1e-5 relative plus 2e-5 absolute.
+        expect_close(
+            results[0], results[1], storage_tolerance(dtype, 1e-5, 2e-5),
+            std::string("matmul ") + dtype_name(dtype) + (ta ? " aT" : "") + (tb ? " bT" : ""));
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, LinearForwardAndBackwardMatchTheCpu) {
+  const int64_t rows = 45, in = 67, out = 29;
+  for (DType dtype : kStorageTypes) {
+    // bias_mode 0: none; 1: its own buffer (cuBLASLt's bias epilogue); 2: a view at an odd
+    // offset, as biases sit inside the flat parameter buffer (broadcast, then the product).
+    for (int bias_mode : {0, 1, 2}) {
+      const bool with_bias = bias_mode != 0;
+      const std::vector<float> x = random_values(rows * in, 8), w = random_values(out * in, 9);
+      const std::vector<float> bias = random_values(out, 10), dy = random_values(rows * out, 11);
+      const std::vector<float> dw0 = random_values(out * in, 12), db0 = random_values(out, 13);
+      std::vector<double> results[2][4];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor tx = upload(*be, x, {5, 9, in}, dtype), tw = upload(*be, w, {out, in}, dtype);
+        std::vector<float> padded(3, 0.0f);
+        padded.insert(padded.end(), bias.begin(), bias.end());
+        Tensor tb = bias_mode == 2 ? upload(*be, padded, {out + 3}, dtype).view(3, {out})
+                                   : upload(*be, bias, {out}, dtype);
+        Tensor tdy = upload(*be, dy, {5, 9, out}, dtype);
+        Tensor y = be->empty({5, 9, out}, dtype, MemoryCategory::kOther);
+        be->fill(y, kNaN);
+        be->linear_forward(y, tx, tw, with_bias ? &tb : nullptr);
+        Tensor dx = be->empty({5, 9, in}, dtype, MemoryCategory::kOther);
+        be->fill(dx, kNaN);
+        Tensor dw = upload(*be, dw0, {out, in}, dtype), db = upload(*be, db0, {out}, dtype);
+        be->linear_backward(&dx, dw, with_bias ? &db : nullptr, tdy, tx, tw);
+        results[slot][0] = download(*be, y);
+        results[slot][1] = download(*be, dx);
+        results[slot][2] = download(*be, dw);
+        results[slot][3] = download(*be, db);
+        ++slot;
+      }
+      const char* names[] = {"y", "dx", "dw (accumulated)", "dbias (accumulated)"};
+      for (int i = 0; i < 4; ++i) {
+        expect_close(results[0][i], results[1][i], storage_tolerance(dtype, 1e-5, 3e-5),
+                     std::string("linear ") + dtype_name(dtype) + " bias mode " +
+                         std::to_string(bias_mode) + " " + names[i]);
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, EmbeddingMatchesTheCpuAndItsBackwardIsDeterministic) {
+  const int64_t vocab = 53, channels = 70;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 301; ++i) ids.push_back((i * 17 + i / 7) % vocab);  // repeats, any order
+  ids[5] = 0;
+  ids[6] = vocab - 1;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  for (DType dtype : kStorageTypes) {
+    const std::vector<float> table = random_values(vocab * channels, 14);
+    const std::vector<float> dout = random_values(n * channels, 15);
+    const std::vector<float> dtable0 = random_values(vocab * channels, 16);
+    std::vector<uint8_t> out_bytes[2], grad_bytes[2];
+    int slot = 0;
+    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+      Tensor tids = upload_ids(*be, ids);
+      Tensor tt = upload(*be, table, {vocab, channels}, dtype);
+      Tensor out = upload(*be, dout, {n, channels}, dtype);
+      be->embedding_forward(out, tids, tt, /*accumulate=*/true);
+      Tensor tdout = upload(*be, dout, {n, channels}, dtype);
+      Tensor dt = upload(*be, dtable0, {vocab, channels}, dtype);
+      be->embedding_backward(dt, tdout, tids);
+      out_bytes[slot] = download_bytes(*be, out);
+      grad_bytes[slot] = download_bytes(*be, dt);
+      ++slot;
+    }
+    // Same additions in the same order (token order per vocabulary row), f32, one rounding.
+    EXPECT_EQ(out_bytes[0], out_bytes[1]) << "embedding_forward " << dtype_name(dtype);
+    EXPECT_EQ(grad_bytes[0], grad_bytes[1]) << "embedding_backward " << dtype_name(dtype);
+  }
+  // i32 ids, run twice: identical bits.
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  const std::vector<float> dout = random_values(n * channels, 17);
+  std::vector<uint8_t> runs[2];
+  for (auto& run : runs) {
+    Tensor tids = upload_ids(gpu(), ids32);
+    Tensor tdout = upload(gpu(), dout, {n, channels}, DType::kF32);
+    Tensor dt = gpu().zeros({vocab, channels}, DType::kF32, MemoryCategory::kOther);
+    gpu().embedding_backward(dt, tdout, tids);
+    run = download_bytes(gpu(), dt);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+TEST_F(CudaOps, AnIdOutsideTheVocabularyIsAnErrorAtTheNextRead) {
+  Tensor table = gpu().zeros({10, 4}, DType::kF32, MemoryCategory::kOther);
+  Tensor ids = upload_ids(gpu(), std::vector<int64_t>{1, 12, 3});
+  Tensor out = gpu().empty({3, 4}, DType::kF32, MemoryCategory::kOther);
+  gpu().embedding_forward(out, ids, table, false);
+  std::vector<float> host(12);
+  try {
+    gpu().copy_to_host(host.data(), out);
+    ADD_FAILURE() << "no error for id 12";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 12"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[0, 10)"), std::string::npos) << e.what();
+  }
+  gpu().copy_to_host(host.data(), out);  // reported once, then cleared
+}
+
+TEST_F(CudaOps, NormsMatchTheCpuAndTheirWeightGradientsAreDeterministic) {
+  const int64_t rows = 300, channels = 197;  // > 2 row blocks, channels no multiple of 32
+  for (DType dtype : kStorageTypes) {
+    for (bool layernorm : {true, false}) {
+      const std::vector<float> x = random_values(rows * channels, 18, -2.0f, 2.0f);
+      const std::vector<float> w = random_values(channels, 19), b = random_values(channels, 20);
+      const std::vector<float> dy = random_values(rows * channels, 21);
+      const std::vector<float> dw0 = random_values(channels, 22), db0 = random_values(channels, 23);
+      std::vector<double> res[2][6];
+      std::vector<uint8_t> dw_bits[2];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor tx = upload(*be, x, {rows, channels}, dtype), tw = upload(*be, w, {channels}, dtype);
+        Tensor tb = upload(*be, b, {channels}, dtype),
+               tdy = upload(*be, dy, {rows, channels}, dtype);
+        Tensor y = be->empty({rows, channels}, dtype, MemoryCategory::kOther);
+        Tensor mean = be->empty({rows}, DType::kF32, MemoryCategory::kOther);
+        Tensor rstd = be->empty({rows}, DType::kF32, MemoryCategory::kOther);
+        Tensor dx = be->empty({rows, channels}, dtype, MemoryCategory::kOther);
+        for (Tensor* t : {&y, &mean, &rstd, &dx}) be->fill(*t, kNaN);
+        Tensor dw = upload(*be, dw0, {channels}, dtype), db = upload(*be, db0, {channels}, dtype);
+        if (layernorm) {
+          be->layernorm_forward(y, mean, rstd, tx, tw, &tb, 1e-5);
+          be->layernorm_backward(dx, dw, &db, tdy, tx, tw, mean, rstd);
+        } else {
+          be->fill(mean, 0.0);
+          be->rmsnorm_forward(y, rstd, tx, tw, 1e-6);
+          be->rmsnorm_backward(dx, dw, tdy, tx, tw, rstd);
+        }
+        res[slot][0] = download(*be, y);
+        res[slot][1] = download(*be, mean);
+        res[slot][2] = download(*be, rstd);
+        res[slot][3] = download(*be, dx);
+        res[slot][4] = download(*be, dw);
+        res[slot][5] = download(*be, db);
+        if (be == &gpu()) {
+          // The same call again from the same inputs: identical weight-gradient bits.
+          Tensor dw2 = upload(*be, dw0, {channels}, dtype),
+                 db2 = upload(*be, db0, {channels}, dtype);
+          if (layernorm) {
+            be->layernorm_backward(dx, dw2, &db2, tdy, tx, tw, mean, rstd);
+          } else {
+            be->rmsnorm_backward(dx, dw2, tdy, tx, tw, rstd);
+          }
+          dw_bits[0] = download_bytes(*be, dw);
+          dw_bits[1] = download_bytes(*be, dw2);
+        }
+        ++slot;
+      }
+      EXPECT_EQ(dw_bits[0], dw_bits[1]) << "weight gradient not deterministic";
+      const char* names[] = {"y", "mean", "rstd", "dx", "dweight", "dbias"};
+      // Row sums of 197 terms and column sums of 300: f32 rounding of sums in another order.
+      for (int i = 0; i < 6; ++i) {
+        const Tolerance tol =
+            (i == 1 || i == 2) ? Tolerance{1e-5, 1e-6} : storage_tolerance(dtype, 2e-5, 5e-5);
+        expect_close(res[0][i], res[1][i], tol,
+                     std::string(layernorm ? "layernorm " : "rmsnorm ") + dtype_name(dtype) + " " +
+                         names[i]);
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, ActivationsMatchTheCpu) {
+  const int64_t rows = 33, inner = 95;
+  for (DType dtype : kStorageTypes) {
+    const std::vector<float> x = random_values(rows * 2 * inner, 24, -4.0f, 4.0f);
+    const std::vector<float> dy = random_values(rows * 2 * inner, 25);
+    std::vector<double> res[2][4];
+    int slot = 0;
+    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+      Tensor tx = upload(*be, x, {rows, 2 * inner}, dtype);
+      Tensor tdy = upload(*be, dy, {rows, 2 * inner}, dtype);
+      Tensor half_dy = upload(*be, std::vector<float>(dy.begin(), dy.begin() + rows * inner),
+                              {rows, inner}, dtype);
+      Tensor y = be->empty({rows, 2 * inner}, dtype, MemoryCategory::kOther);
+      Tensor dx = be->empty({rows, 2 * inner}, dtype, MemoryCategory::kOther);
+      Tensor sy = be->empty({rows, inner}, dtype, MemoryCategory::kOther);
+      Tensor dgu = be->empty({rows, 2 * inner}, dtype, MemoryCategory::kOther);
+      for (Tensor* t : {&y, &dx, &sy, &dgu}) be->fill(*t, kNaN);
+      be->gelu_forward(y, tx);
+      be->gelu_backward(dx, tdy, tx);
+      be->swiglu_forward(sy, tx);
+      be->swiglu_backward(dgu, half_dy, tx);
+      res[slot][0] = download(*be, y);
+      res[slot][1] = download(*be, dx);
+      res[slot][2] = download(*be, sy);
+      res[slot][3] = download(*be, dgu);
+      ++slot;
+    }
+    // tanhf/expf of CUDA and of glibc differ by an ulp or two: 1e-6 relative in f32.
+    const char* names[] = {"gelu", "gelu backward", "swiglu", "swiglu backward"};
+    for (int i = 0; i < 4; ++i) {
+      expect_close(res[0][i], res[1][i], storage_tolerance(dtype, 1e-6, 1e-6),
+                   std::string(names[i]) + " " + dtype_name(dtype));
+    }
+  }
+}
+
+TEST_F(CudaOps, RopeOnAStridedViewMatchesTheCpuBitForBit) {
+  const int64_t b = 2, t = 13, h = 3, d = 10;
+  for (DType dtype : kStorageTypes) {
+    // q is a view into a fused [B, T, H + 2, D] buffer, as the attention block lays it out.
+    const std::vector<float> fused = random_values(b * t * (h + 2) * d, 26);
+    const std::vector<float> cs = random_values(t * d / 2, 27), sn = random_values(t * d / 2, 28);
+    std::vector<uint8_t> bits[2];
+    int slot = 0;
+    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+      Tensor buffer = upload(*be, fused, {b, t, h + 2, d}, dtype);
+      Tensor q = buffer.narrow(2, 1, h);
+      Tensor tc = upload(*be, cs, {t, d / 2}, dtype), ts = upload(*be, sn, {t, d / 2}, dtype);
+      be->rope_apply(q, tc, ts, false);
+      Tensor k = buffer.narrow(2, 0, 1);
+      be->rope_apply(k, tc, ts, true);
+      bits[slot++] = download_bytes(*be, buffer);
+    }
+    EXPECT_EQ(bits[0], bits[1]) << dtype_name(dtype);
+  }
+}
+
+struct AttentionCase {
+  int64_t batch, seq, heads, kv_heads, head_dim, window;
+};
+
+TEST_F(CudaOps, AttentionMatchesTheCpuWithGqaWindowsAndStridedViews) {
+  const AttentionCase cases[] = {{2, 37, 4, 2, 16, 0},
+                                 {1, 70, 3, 1, 24, 9},
+                                 {2, 130, 2, 2, 64, 0},
+                                 {1, 33, 2, 1, 128, 40},
+                                 {1, 5, 2, 2, 256, 0}};
+  for (const AttentionCase& c : cases) {
+    for (DType dtype : kStorageTypes) {
+      const int64_t width = c.heads + 2 * c.kv_heads;
+      const std::vector<float> qkv =
+          random_values(c.batch * c.seq * width * c.head_dim, 29, -2.0f, 2.0f);
+      const std::vector<float> dout = random_values(c.batch * c.seq * c.heads * c.head_dim, 30);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+      std::vector<double> res[2][5];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor fused = upload(*be, qkv, {c.batch, c.seq, width, c.head_dim}, dtype);
+        Tensor q = fused.narrow(2, 0, c.heads);
+        Tensor k = fused.narrow(2, c.heads, c.kv_heads);
+        Tensor v = fused.narrow(2, c.heads + c.kv_heads, c.kv_heads);
+        Tensor out =
+            be->empty({c.batch, c.seq, c.heads, c.head_dim}, dtype, MemoryCategory::kOther);
+        Tensor lse = be->empty({c.batch, c.heads, c.seq}, DType::kF32, MemoryCategory::kOther);
+        be->fill(out, kNaN);
+        be->fill(lse, kNaN);
+        be->attention_forward(out, lse, q, k, v, scale, c.window);
+        Tensor tdout = upload(*be, dout, {c.batch, c.seq, c.heads, c.head_dim}, dtype);
+        Tensor dfused =
+            be->empty({c.batch, c.seq, width, c.head_dim}, dtype, MemoryCategory::kOther);
+        be->fill(dfused, kNaN);
+        Tensor dq = dfused.narrow(2, 0, c.heads);
+        Tensor dk = dfused.narrow(2, c.heads, c.kv_heads);
+        Tensor dv = dfused.narrow(2, c.heads + c.kv_heads, c.kv_heads);
+        be->attention_backward(dq, dk, dv, tdout, q, k, v, out, lse, scale, c.window);
+        res[slot][0] = download(*be, out);
+        res[slot][1] = download(*be, lse);
+        res[slot][2] = download(*be, dfused);
+        ++slot;
+      }
+      const std::string what = "attention T=" + std::to_string(c.seq) +
+                               " D=" + std::to_string(c.head_dim) +
+                               " window=" + std::to_string(c.window) + " " + dtype_name(dtype);
+      // Sums over up to T keys and D dims in another order: 2e-5 relative in f32, absolute
+      // 1e-4 for gradients summed over T queries (which cancel to small values).
+      expect_close(res[0][0], res[1][0], storage_tolerance(dtype, 2e-5, 2e-5), what + " out");
+      expect_close(res[0][1], res[1][1], Tolerance{1e-5, 1e-5}, what + " lse");
+      expect_close(res[0][2], res[1][2], storage_tolerance(dtype, 1e-4, 1e-4), what + " dq/dk/dv");
+    }
+  }
+}
+
+TEST_F(CudaOps, CrossEntropyMatchesTheCpuWithIgnoredRowsAndInPlaceGradient) {
+  const int64_t rows = 19, vocab = 1031;
+  std::vector<int64_t> targets;
+  for (int64_t r = 0; r < rows; ++r) targets.push_back((r * 97) % vocab);
+  targets[3] = -100;
+  targets[7] = vocab - 1;
+  for (DType dtype : kStorageTypes) {
+    const std::vector<float> logits = random_values(rows * vocab, 31, -8.0f, 8.0f);
+    std::vector<double> res[2][3];
+    int slot = 0;
+    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+      Tensor tl = upload(*be, logits, {rows, vocab}, dtype);
+      Tensor tt = upload_ids(*be, targets);
+      Tensor losses = be->empty({rows}, dtype, MemoryCategory::kOther);
+      be->fill(losses, kNaN);
+      Tensor only_loss = be->empty({rows}, dtype, MemoryCategory::kOther);
+      be->softmax_cross_entropy(only_loss, nullptr, tl, tt, -100, 1.0);
+      be->softmax_cross_entropy(losses, &tl, tl, tt, -100, 0.25);  // dlogits over the logits
+      res[slot][0] = download(*be, losses);
+      res[slot][1] = download(*be, tl);
+      res[slot][2] = download(*be, only_loss);
+      ++slot;
+    }
+    const std::string what = std::string("cross entropy ") + dtype_name(dtype);
+    // Losses: a log of an f64 sum of exps computed in f32 (expf vs the CPU's polynomial differ
+    // by an ulp): 1e-5 relative. Gradients: probabilities of ~1e-3 with ulp-level differences.
+    expect_close(res[0][0], res[1][0], storage_tolerance(dtype, 1e-5, 1e-5), what + " losses");
+    expect_close(res[0][1], res[1][1], storage_tolerance(dtype, 1e-5, 1e-8), what + " dlogits");
+    expect_close(res[0][2], res[1][2], storage_tolerance(dtype, 1e-5, 1e-5), what + " loss only");
+  }
+}
+
+TEST_F(CudaOps, SumsMatchTheCpuAndAreDeterministic) {
+  const int64_t n = 200003;  // several 64 Ki chunks, the last one partial
+  for (DType dtype : kStorageTypes) {
+    const std::vector<float> x = random_values(n, 32);
+    double values[2][2];
+    int slot = 0;
+    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+      Tensor tx = upload(*be, x, {n}, dtype);
+      Tensor out = be->zeros({1}, DType::kF64, MemoryCategory::kOther);
+      be->sum(out, tx, 0.5, false);
+      be->sum(out, tx, 0.5, true);
+      values[slot][0] = be->read_scalar(out);
+      be->sum_squares(out, tx, false);
+      values[slot][1] = be->read_scalar(out);
+      ++slot;
+    }
+    // f64 sums of f32 values in another order: ~1e-15 relative per term, far below 1e-10.
+    EXPECT_NEAR(values[0][0], values[1][0], 1e-9 * n) << dtype_name(dtype);
+    EXPECT_NEAR(values[0][1], values[1][1], 1e-10 * values[0][1]) << dtype_name(dtype);
+  }
+  const std::vector<float> x = random_values(n, 33);
+  Tensor tx = upload(gpu(), x, {n}, DType::kF32);
+  Tensor out = gpu().zeros({1}, DType::kF64, MemoryCategory::kOther);
+  gpu().sum_squares(out, tx, false);
+  const double first = gpu().read_scalar(out);
+  gpu().sum_squares(out, tx, false);
+  EXPECT_EQ(first, gpu().read_scalar(out));
+  // Inf propagates (the overflow check relies on it).
+  std::vector<float> with_inf = x;
+  with_inf[n / 2] = std::numeric_limits<float>::infinity();
+  Tensor tinf = upload(gpu(), with_inf, {n}, DType::kF32);
+  gpu().sum_squares(out, tinf, false);
+  EXPECT_FALSE(std::isfinite(gpu().read_scalar(out)));
+}
+
+TEST_F(CudaOps, OptimizerUpdatesMatchTheCpu) {
+  const int64_t n = 5000;
+  const ParamSegment segments[] = {{0, 1200, true}, {1200, 37, false}, {1300, 3700, true}};
+  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kLamb, OptimizerKind::kLion,
+                             OptimizerKind::kAdagrad}) {
+    for (bool adam_w : {true, false}) {
+      OptimizerHyper hyper;
+      hyper.lr = 3e-3;
+      hyper.weight_decay = 0.1;
+      hyper.step = 3;
+      hyper.adam_w_mode = adam_w;
+      const size_t states = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
+      std::vector<double> res[2];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor p = upload(*be, random_values(n, 34), {n}, DType::kF32);
+        Tensor g = upload(*be, random_values(n, 35), {n}, DType::kF32);
+        std::vector<Tensor> state;
+        for (size_t s = 0; s < states; ++s) {
+          state.push_back(upload(*be, random_values(n, 36 + static_cast<uint32_t>(s), 0.0f, 0.01f),
+                                 {n}, DType::kF32));
+        }
+        for (int step = 0; step < 2; ++step)
+          be->optimizer_update(kind, p, g, state, segments, hyper);
+        res[slot] = download(*be, p);
+        for (const Tensor& s : state) {
+          const std::vector<double> sv = download(*be, s);
+          res[slot].insert(res[slot].end(), sv.begin(), sv.end());
+        }
+        ++slot;
+      }
+      if (kind == OptimizerKind::kLamb) {
+        // The trust ratio's norms are f64 sums in another order: 1e-6 relative on the step.
+        expect_close(res[0], res[1], Tolerance{1e-6, 1e-9}, "lamb");
+      } else {
+        // Same f32 operations in the same order, no fused multiply-add: the CPU's bits.
+        EXPECT_EQ(res[0], res[1]) << "optimizer kind " << static_cast<int>(kind) << " adam_w "
+                                  << adam_w;
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, Float64TensorsAreRefusedNamingTheOp) {
+  Tensor x = gpu().zeros({4}, DType::kF64, MemoryCategory::kOther);
+  Tensor y = gpu().zeros({4}, DType::kF64, MemoryCategory::kOther);
+  try {
+    gpu().gelu_forward(y, x);
+    ADD_FAILURE() << "f64 accepted";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("gelu_forward"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zero::backend::cuda_test
+
+#else
+
+TEST(CudaOps, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (ZERO_CUDA off)"; }
+
+#endif
