@@ -1,7 +1,7 @@
 // Comm: the process-group interface every collective goes through (data-parallel gradients,
 // ZeRO partitions, overflow flags, norms, checkpoint coordination). Implementations: SelfComm
-// (one rank, comm/self_comm.h), MpiComm over OpenMPI (comm/mpi_comm.h); NcclComm comes with the
-// CUDA issue through this same interface.
+// (one rank, comm/self_comm.h), MpiComm over OpenMPI (comm/mpi_comm.h), HostStagedComm (device
+// tensors through host buffers, comm/host_staged_comm.h), NcclComm (backend/cuda/nccl_comm.h).
 //
 // Rules:
 // * Collectives are called by every rank of the group in the same order (asynchronous ones
@@ -11,6 +11,8 @@
 // * Reductions are deterministic: a sum is formed in rank order 0, 1, ..., N-1 (a left fold),
 //   so every rank gets bit-identical results and a 1-rank run that accumulates the same
 //   contributions in the same order gets the same bits. Implementations must keep this.
+//   The one exception is NcclComm (backend/cuda/nccl_comm.h): NCCL's ring/tree sums are not a
+//   rank-order fold, so it trades that guarantee for speed, and says so.
 // * Asynchronous calls return a Work; the tensors they touch must stay alive and unmodified
 //   (outputs unread) until wait() returns. wait() rethrows an error the operation stored.
 // * Thread safety: one thread issues calls on a Comm; implementations may progress

@@ -12,6 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend_factory.h"
+#if ZERO_HAVE_NCCL
+#include "backend/cuda/nccl_comm.h"
+#endif
 #include "comm/host_staged_comm.h"
 #include "comm/self_comm.h"
 #include "comm/world.h"
@@ -269,12 +272,30 @@ int run_train(const Args& args) {
   need.activation_checkpointing = checkpointing == "true";
   engine::check_training_memory(shape, need);
 
-  const std::unique_ptr<backend::Backend> device = backend::create_backend(parser.get("device"));
+  // `--device cuda` with several ranks: when every rank has a GPU of its own (local rank < GPUs on
+  // its machine), rank r of a machine takes GPU r and the ranks talk over NCCL (NcclComm);
+  // otherwise they share GPU 0 and reach each other through host staging buffers.
+  std::string device_name = parser.get("device");
+  [[maybe_unused]] bool use_nccl = false;
+#if ZERO_HAVE_NCCL
+  if (device_name == "cuda" && comm.world_size() > 1) {
+    const int local_rank = comm::local_rank_from_environment();
+    const bool own_gpu = local_rank < backend::cuda_device_count();
+    use_nccl = comm.all_reduce_scalar(own_gpu ? 0.0 : 1.0, comm::ReduceOp::kMax) == 0.0;
+    if (use_nccl) device_name = "cuda:" + std::to_string(local_rank);
+  }
+#endif
+  const std::unique_ptr<backend::Backend> device = backend::create_backend(device_name);
   // A device backend without a device-aware communicator reaches the other ranks through host
   // staging buffers.
   // At world size 1 the group's copies are the device backend's.
   std::unique_ptr<comm::Comm> device_group;
-  if (!device->device().is_cpu()) {
+#if ZERO_HAVE_NCCL
+  if (use_nccl) {
+    device_group = std::make_unique<comm::NcclComm>(comm, dynamic_cast<backend::CudaBackend&>(*device));
+  }
+#endif
+  if (!device_group && !device->device().is_cpu()) {
     if (comm.world_size() > 1) {
       device_group = std::make_unique<comm::HostStagedComm>(comm, *device);
     } else {
