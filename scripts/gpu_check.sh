@@ -28,11 +28,12 @@ pack() {
     -DZERO_BUILD_BENCH=OFF -DZERO_NATIVE=OFF \
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
   cmake --build "$build" -j"$(nproc)" --target zero_cli backend_test_cuda_ops \
-    backend_test_cuda_runtime engine_test_cuda_training
+    backend_test_cuda_runtime engine_test_cuda_training backend_test_cuda_nccl
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   local bins=("$build/src/zero" "$build/tests/backend_test_cuda_ops"
-              "$build/tests/backend_test_cuda_runtime" "$build/tests/engine_test_cuda_training")
+              "$build/tests/backend_test_cuda_runtime" "$build/tests/engine_test_cuda_training"
+              "$build/tests/backend_test_cuda_nccl")
   for b in "${bins[@]}"; do
     cp "$b" "$bundle/bin/"
     strip --strip-debug "$bundle/bin/$(basename "$b")" || true
@@ -68,7 +69,7 @@ build_in_place() {
     return 1
   fi
   cmake --build "$root/build/gpu-local" -j"$(nproc)" --target zero_cli backend_test_cuda_ops \
-    backend_test_cuda_runtime engine_test_cuda_training || return 1
+    backend_test_cuda_runtime engine_test_cuda_training backend_test_cuda_nccl || return 1
   mkdir -p "$root/build/gpu-bundle/bin"
   cp "$root/build/gpu-local/src/zero" "$root/build/gpu-local/tests/"*cuda* "$root/build/gpu-bundle/bin/" 2>/dev/null
 }
@@ -101,7 +102,8 @@ run() {
 
   declare -A status
   local t
-  for t in backend_test_cuda_runtime backend_test_cuda_ops engine_test_cuda_training; do
+  for t in backend_test_cuda_runtime backend_test_cuda_ops engine_test_cuda_training \
+           backend_test_cuda_nccl; do
     echo "== $t"
     "$bundle/bin/$t" --gtest_color=no 2>&1 | tee "$out/$t.log" | grep -E "^\[  (FAILED|SKIPPED|  OK|PASSED) |Failure|error|Expected|Which is|cpu |gpu " | head -120
     status[$t]=$([[ ${PIPESTATUS[0]} -eq 0 ]] && echo pass || echo FAIL)
