@@ -181,6 +181,11 @@ const std::vector<Gate>& gates() {
             },
             "parameter offload", offload, "remove the section or set the device to \"none\""),
         // Optimizer offload to CPU memory and to NVMe is built (stages 1-3); partial offload not yet.
+        // SuperOffload (DeepSpeed's engine for Grace-Hopper-class superchips); its
+        // cpuadam_cores_perc and convert_grad_on_cpu only apply with it, as in DeepSpeed.
+        row("zero_optimization.offload_optimizer.super_offload",
+            [](const Config& c) { return when_true(c.zero_optimization.offload_optimizer.super_offload); },
+            "SuperOffload", offload, "remove the key or set it to false (ZeRO-Offload then runs)"),
         row("zero_optimization.offload_optimizer.ratio",
             [](const Config& c) {
               const auto& o = c.zero_optimization.offload_optimizer;

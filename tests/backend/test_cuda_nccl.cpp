@@ -6,7 +6,6 @@
 // with SelfComm. The local-rank parser needs no device. GPU tests skip without a GPU.
 #include <gtest/gtest.h>
 
-#if ZERO_HAVE_CUDA && ZERO_HAVE_NCCL
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -368,9 +367,3 @@ INSTANTIATE_TEST_SUITE_P(Models, NcclTraining,
 
 }  // namespace
 }  // namespace zero::engine
-
-#else
-
-TEST(CudaNccl, NotBuilt) { GTEST_SKIP() << "this build has no NCCL communicator (CUDA or NCCL off)"; }
-
-#endif

@@ -6,7 +6,6 @@
 // plus one rounding unit of the stored 16-bit dtype (cuda_test_support.h). Skipped without a GPU.
 #include <gtest/gtest.h>
 
-#if ZERO_HAVE_CUDA
 #include <cmath>
 #include <limits>
 
@@ -499,9 +498,3 @@ TEST_F(CudaOps, Float64TensorsAreRefusedNamingTheOp) {
 
 }  // namespace
 }  // namespace zero::backend::cuda_test
-
-#else
-
-TEST(CudaOps, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (ZERO_CUDA off)"; }
-
-#endif

@@ -4,7 +4,6 @@
 // error. Skipped without a GPU.
 #include <gtest/gtest.h>
 
-#if ZERO_HAVE_CUDA
 #include "backend/backend_factory.h"
 #include "cuda_test_support.h"
 
@@ -112,9 +111,3 @@ TEST_F(CudaRuntime, TheFactoryCreatesTheCudaBackend) {
 
 }  // namespace
 }  // namespace zero::backend::cuda_test
-
-#else
-
-TEST(CudaRuntime, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (ZERO_CUDA off)"; }
-
-#endif

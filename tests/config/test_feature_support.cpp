@@ -111,6 +111,8 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
       {R"("zero_optimization": {"stage": 2, "round_robin_gradients": true})",
        "zero_optimization.round_robin_gradients"},
       // Optimizer offload to CPU memory or NVMe runs; only partly, not yet.
+      {R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "super_offload": true}})",
+       "zero_optimization.offload_optimizer.super_offload"},
       {R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})",
        "zero_optimization.offload_optimizer.ratio"},
       // Parameter offload is a stage-3 feature (below stage 3 it is unused, with a note).

@@ -4,7 +4,6 @@
 // no cudaMalloc happens once the step repeats. Skipped without a GPU.
 #include <gtest/gtest.h>
 
-#if ZERO_HAVE_CUDA
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -138,9 +137,3 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaTraining,
 
 }  // namespace
 }  // namespace zero::engine
-
-#else
-
-TEST(CudaTraining, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (ZERO_CUDA off)"; }
-
-#endif
