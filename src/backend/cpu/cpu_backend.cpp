@@ -199,15 +199,16 @@ void CpuBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Te
 }
 
 void CpuBackend::sum_squares(Tensor& out, const Tensor& x, bool accumulate) {
-  // 16-bit values widen to f32 exactly, so the twin changes nothing in the sum.
+  // 16-bit values widen to f32 exactly (t.in passes other dtypes through), so the twin changes
+  // nothing in the sum.
   cpu::F32Twins t;
-  const double value = cpu::squared_norm(any_16bit(x) ? t.in(x) : x);
+  const double value = cpu::squared_norm(t.in(x));
   cpu::store_scalar(out, value, accumulate, "sum_squares");
 }
 
 void CpuBackend::sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) {
   cpu::F32Twins t;
-  const double value = cpu::sum(any_16bit(x) ? t.in(x) : x);
+  const double value = cpu::sum(t.in(x));
   cpu::store_scalar(out, alpha * value, accumulate, "sum");
 }
 
