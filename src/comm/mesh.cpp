@@ -54,6 +54,21 @@ Mesh::Mesh(Comm& world, MeshShape shape) : world_(world), shape_(shape) {
     }
     groups_[axis] = world.split(color, coords_[axis]);
   }
+  data_sequence_group_ = world.split(coords_[0] * shape.tp + coords_[3], coords_[1] * shape.sp + coords_[2]);
+}
+
+MeshShape Mesh::sequence_parallel_shape(int world_size, int64_t sequence_parallel_size) {
+  if (sequence_parallel_size < 1 || world_size % sequence_parallel_size != 0) {
+    throw ConfigError("sequence_parallel_size " + std::to_string(sequence_parallel_size) +
+                      " must be >= 1 and divide the number of ranks, " +
+                      std::to_string(world_size) +
+                      " (the data-parallel size is ranks / sequence_parallel_size); run a "
+                      "multiple of it, or change the key");
+  }
+  MeshShape shape;
+  shape.sp = static_cast<int>(sequence_parallel_size);
+  shape.dp = world_size / shape.sp;
+  return shape;
 }
 
 }  // namespace zero::comm

@@ -68,6 +68,8 @@ void check_cross_keys(const DeepSpeedConfig& c, const std::string& source) {
     }
   }
   if (c.optimizer) require_type(c.optimizer->type, "optimizer", "AdamW", source);
+  c.pipeline.validate(source);
+  c.tensor_parallel.validate(source);
   if (c.scheduler) require_type(c.scheduler->type, "scheduler", "WarmupLR", source);
 }
 
@@ -87,6 +89,26 @@ DeepSpeedConfig DeepSpeedConfig::from_text(const std::string& text, const std::s
   return from_json(json, source_name, autos, options, &key_lines);
 }
 
+namespace {
+
+// The data-parallel world size: `world_size` / sequence_parallel_size (a positive integer that
+// divides the world, else a ConfigError naming both; other forms are left to the key's reader).
+int64_t data_parallel_world(const nlohmann::json& json, int64_t world_size, const std::string& source) {
+  const auto it = json.find("sequence_parallel_size");
+  if (it == json.end() || !it->is_number_integer()) return world_size;
+  const int64_t sp = it->get<int64_t>();
+  if (sp <= 1) return world_size;
+  if (world_size % sp != 0) {
+    throw ConfigError(source + ": sequence_parallel_size " + std::to_string(sp) +
+                      " does not divide the number of ranks, " + std::to_string(world_size) +
+                      " (the data-parallel size is ranks / sequence_parallel_size); run a "
+                      "multiple of it, or change the key");
+  }
+  return world_size / sp;
+}
+
+}  // namespace
+
 DeepSpeedConfig DeepSpeedConfig::from_json(const nlohmann::json& json, const std::string& source,
                                            const AutoValues& autos,
                                            const ConfigReadOptions& options,
@@ -97,12 +119,18 @@ DeepSpeedConfig DeepSpeedConfig::from_json(const nlohmann::json& json, const std
   nlohmann::json resolved = json;
   upgrade_legacy_zero_flag(resolved);
   apply_amp_section(resolved, context);
-  resolve_auto_values(resolved, autos, context);
+  // DeepSpeed counts batch sizes over data-parallel ranks: with Ulysses sequence parallelism
+  // that is world / sequence_parallel_size ("auto" batch sizes too).
+  const int64_t data_parallel = data_parallel_world(resolved, autos.world_size, source);
+  AutoValues data_autos = autos;
+  data_autos.world_size = data_parallel;
+  resolve_auto_values(resolved, data_autos, context);
+  resolve_pipeline_auto(resolved, context);
 
   read_section(resolved, config, "", context);
   config.batch = infer_batch_config(
       given(config.batch.train_batch_size), given(config.batch.train_micro_batch_size_per_gpu),
-      given(config.batch.gradient_accumulation_steps), autos.world_size, source);
+      given(config.batch.gradient_accumulation_steps), data_parallel, source);
   finalize_zero_config(config.zero_optimization, source);
   check_cross_keys(config, source);
   note_unused_settings(config, resolved, context);

@@ -22,8 +22,10 @@
 #include "config/monitor_config.h"
 #include "config/optimizer_config.h"
 #include "config/other_sections.h"
+#include "config/pipeline_config.h"
 #include "config/precision_config.h"
 #include "config/scheduler_config.h"
+#include "config/tensor_parallel_config.h"
 #include "config/zero_config.h"
 
 namespace zero::config {
@@ -69,6 +71,9 @@ struct DeepSpeedConfig {
   WandbConfig wandb;
   FlopsProfilerConfig flops_profiler;
   CheckpointConfig checkpoint;
+  // Pipeline and AutoTP tensor parallelism: read and validated, not built yet (feature_support).
+  PipelineConfig pipeline;
+  TensorParallelConfig tensor_parallel;
   // Recognised top-level sections that are not modelled, as written (other_sections.h).
   std::map<std::string, nlohmann::json> unmodeled_sections;
   // What reading said: each "auto" and what it became, ignored keys (warnings), settings that
@@ -134,6 +139,8 @@ struct DeepSpeedConfig {
     v.section("wandb", wandb);
     v.section("flops_profiler", flops_profiler);
     v.section("checkpoint", checkpoint);
+    v.section("pipeline", pipeline);
+    v.section("tensor_parallel", tensor_parallel);
     v.passthrough(other_section_keys(), unmodeled_sections);
   }
 };

@@ -7,7 +7,8 @@
 // a setting that asks for something else; delete a row when its feature lands.
 //
 // Built since: prescale_gradients, gradient_predivide_factor, zero_optimization.reduce_scatter
-// false, the csv_monitor and tensorboard monitors.
+// false, the csv_monitor and tensorboard monitors, every activation_checkpointing key
+// (model/activation_checkpointer.h).
 // Not gated on purpose: the aio section (only NVMe offload reads it, and NVMe offload is gated),
 // ZeRO tuning knobs that only change memory or speed (bucket sizes, overlap_comm and stage3_*
 // are all honoured; sub_group_size and stage3_gather_16bit_weights_on_model_save need nothing:
@@ -129,7 +130,6 @@ const std::vector<Gate>& gates() {
     const std::string zero = "the ZeRO-partitioning issue";
     const std::string offload = "the offload issue";
     const std::string zeropp = "the ZeRO++ issue";
-    const std::string checkpointing = "the activation-checkpointing issue";
     const std::string monitoring = "the monitoring issue";
     std::vector<Gate> t = {
         {"optimizer.type", check_optimizer},
@@ -228,42 +228,17 @@ const std::vector<Gate>& gates() {
         row("zero_optimization.zenflow",
             [](const Config& c) { return when_set(c.zero_optimization.zenflow); },
             "ZenFlow", offload, "remove the key"),
-        // Activation checkpointing.
-        row("activation_checkpointing.partition_activations",
-            [](const Config& c) {
-              return when_true(c.activation_checkpointing.partition_activations);
-            },
-            "activation checkpointing", checkpointing, off),
-        row("activation_checkpointing.cpu_checkpointing",
-            [](const Config& c) { return when_true(c.activation_checkpointing.cpu_checkpointing); },
-            "activation checkpointing", checkpointing, off),
-        row("activation_checkpointing.contiguous_memory_optimization",
-            [](const Config& c) {
-              return when_true(c.activation_checkpointing.contiguous_memory_optimization);
-            },
-            "activation checkpointing", checkpointing, off),
-        row("activation_checkpointing.number_checkpoints",
-            [](const Config& c) -> std::optional<json> {
-              const auto& n = c.activation_checkpointing.number_checkpoints;
-              return n ? std::optional<json>(*n) : std::nullopt;
-            },
-            "activation checkpointing", checkpointing, "remove the key or set it to null"),
-        row("activation_checkpointing.synchronize_checkpoint_boundary",
-            [](const Config& c) {
-              return when_true(c.activation_checkpointing.synchronize_checkpoint_boundary);
-            },
-            "activation checkpointing", checkpointing, off),
-        row("activation_checkpointing.profile",
-            [](const Config& c) { return when_true(c.activation_checkpointing.profile); },
-            "activation checkpointing", checkpointing, off),
         // Parallelism and communication.
-        row("sequence_parallel_size",
-            [](const Config& c) {
-              return c.sequence_parallel_size > 1 ? std::optional<json>(c.sequence_parallel_size)
-                                                  : std::nullopt;
-            },
-            "Ulysses sequence parallelism", "the sequence-parallelism issue",
-            "remove the key or set it to 1"),
+        // Pipeline and tensor parallelism: the sections are read and validated; the value shown
+        // is the settings changed from DeepSpeed's defaults.
+        row("pipeline", [](const Config& c) { return c.pipeline.settings_in_use(); },
+            "pipeline parallelism", "the 3D-parallelism issue",
+            "remove the section (or set \"stages\": 1 and leave the other keys at their "
+            "defaults)"),
+        row("tensor_parallel", [](const Config& c) { return c.tensor_parallel.settings_in_use(); },
+            "AutoTP tensor parallelism", "the 3D-parallelism issue",
+            "remove the section (or set \"autotp_size\": 0 and leave the other keys at their "
+            "defaults)"),
                         // Monitoring and profiling.
         row("comms_logger.debug",
             [](const Config& c) { return when_true(c.comms_logger.enabled && c.comms_logger.debug); },

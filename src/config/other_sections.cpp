@@ -8,8 +8,6 @@ const std::vector<OtherSection>& other_sections() {
   static const std::vector<OtherSection> sections = {
       {"amp", "Apex AMP mixed precision"},
       {"torch_autocast", "torch.autocast mixed precision"},
-      {"pipeline", "pipeline parallelism"},
-      {"tensor_parallel", "AutoTP tensor parallelism"},
       {"expert_parallel", "AutoEP expert parallelism"},
       {"sparse_attention", "sparse attention"},
       {"elasticity", "elastic training"},

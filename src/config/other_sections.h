@@ -1,5 +1,5 @@
-// Top-level DeepSpeed keys that zero.cpp recognises but does not model (Apex AMP, pipeline and
-// tensor parallelism, compression, autotuning, ...). They are kept as written so a config that
+// Top-level DeepSpeed keys that zero.cpp recognises but does not model (Apex AMP, expert
+// parallelism, compression, autotuning, ...). They are kept as written so a config that
 // mentions them in a switched-off form still loads; feature_support rejects them when in use.
 #pragma once
 #include <string>

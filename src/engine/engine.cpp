@@ -6,8 +6,11 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "engine/checkpointing_setup.h"
 #include "engine/engine_state.h"
 #include "engine/nvme_optimizer_state.h"
+#include "engine/sequence_shard.h"
+#include "model/ulysses_attention.h"
 #include "offload/cpu_optimizer.h"
 #include "optim/dynamic_loss_scaler.h"
 #include "optim/grad_clip.h"
@@ -51,9 +54,31 @@ sharding::Precision resolve_precision(const EngineSettings& settings) {
   return p;
 }
 
-Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, comm::Comm& comm)
+Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, comm::Comm& comm,
+               comm::Comm* sequence_group)
     : model_(std::move(model)), settings_(std::move(settings)), comm_(comm) {
   ZERO_CHECK(model_ && model_->finalized(), "Engine needs a finalized model");
+  const int64_t sp = settings_.sequence_parallel_size;
+  if (sp < 1 || comm_.world_size() % sp != 0) {
+    throw ConfigError("sequence_parallel_size " + std::to_string(sp) +
+                      " must be >= 1 and divide the number of ranks, " +
+                      std::to_string(comm_.world_size()) + "; change the key or the rank count");
+  }
+  const int sequence_ranks = sequence_group != nullptr ? sequence_group->world_size() : 1;
+  if (sequence_ranks != sp) {
+    const std::string given = sequence_group != nullptr
+                                  ? "a sequence group of " + std::to_string(sequence_ranks) + " ranks"
+                                  : std::string("no sequence group");
+    throw ConfigError("sequence_parallel_size " + std::to_string(sp) + " but the engine was given " +
+                      given + "; build the groups with comm::Mesh (sequence axis) from the setting");
+  }
+  if (sp > 1) {
+    if (model_->config()) {
+      model::ulysses_heads(model_->config()->num_heads, model_->config()->num_kv_heads, sp);
+    }
+    sequence_group_ = sequence_group;
+    model_->set_sequence_group(sequence_group_);
+  }
   if (model_->param_dtype() != DType::kF32) {
     throw UnsupportedError(std::string("the Engine computes on an f32 model (got ") +
                            dtype_name(model_->param_dtype()) +
@@ -72,6 +97,11 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
         "partition does not hold; use Adam/AdamW, or stage 0");
   }
   model_->zero_grad();
+  // activation_checkpointing: how the model checkpoints (a warning when it does not).
+  if (auto warning = configure_activation_checkpointing(*model_, settings_.activation_checkpointing);
+      warning && comm_.rank() == 0) {
+    std::fprintf(stderr, "zero: warning: %s\n", warning->c_str());
+  }
   if (settings_.fp16.enabled) scaler_ = std::make_unique<optim::LossScaler>(settings_.fp16);
   // 16-bit training stores activations in 16 bits too (DeepSpeed runs the converted model).
   const sharding::Precision precision = resolve_precision(settings_);
@@ -84,7 +114,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   // DeepSpeed's gradient averaging split: prescale_gradients divides by the world size before
   // communicating; otherwise gradient_predivide_factor divides before and the rest follows.
   const double gradient_prescale = settings_.prescale_gradients
-                                       ? 1.0 / static_cast<double>(comm_.world_size())
+                                       ? 1.0 / static_cast<double>(data_parallel_size())
                                        : 1.0 / settings_.gradient_predivide_factor;
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
@@ -108,7 +138,21 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
 Engine::~Engine() = default;
 
 double Engine::forward(const model::Batch& batch) {
-  return model_->backend().read_scalar(forward_on_device(batch));
+  return full_sequence_loss(model_->backend().read_scalar(forward_on_device(batch)));
+}
+
+int Engine::data_parallel_size() const {
+  return comm_.world_size() / static_cast<int>(settings_.sequence_parallel_size);
+}
+
+model::Batch Engine::local_batch(const model::Batch& batch) const {
+  if (sequence_group_ == nullptr) return batch;
+  return shard_sequence(batch, sequence_group_->rank(), sequence_group_->world_size());
+}
+
+double Engine::full_sequence_loss(double partial_loss) {
+  if (sequence_group_ == nullptr) return partial_loss;
+  return sequence_group_->all_reduce_scalar(partial_loss, comm::ReduceOp::kSum);
 }
 
 Tensor Engine::forward_on_device(const model::Batch& batch) {
@@ -122,9 +166,12 @@ Tensor Engine::forward_on_device(const model::Batch& batch) {
                      std::to_string(settings_.micro_batch_size));
   }
   if (settings_.wall_clock_breakdown) timers_.start("forward");
-  pending_batch_ = batch;
+  pending_batch_ = local_batch(batch);
   pending_ = std::make_unique<model::StepContext>(
       model::StepContext{model_->backend(), pending_batch_});
+  // backward() will pass the loss scale; units that do their backward inside the forward (the
+  // tiled logits loss) scale by it there, so fp16 gradients are scaled before they are rounded.
+  pending_->loss_grad = loss_scale();
   zero_->begin_pass(true);
   Tensor loss = model_->forward_loss(*pending_);
   // The step's loss sum stays on the device until apply_update() reads it with the norm.
@@ -159,6 +206,9 @@ bool Engine::step() {
                 timers_.summary({"forward", "backward", "step"}).c_str());
     timers_.reset();
   }
+  if (settings_.activation_checkpointing.profile) {
+    report_checkpoint_profile(*model_, global_steps_, settings_.steps_per_print, comm_.rank() == 0);
+  }
   return true;
 }
 
@@ -180,14 +230,20 @@ void Engine::apply_update() {
     zero_->poison_next_reduction();
   }
   // The mean over every micro-batch of the global batch and the loss scale undone, applied
-  // once (see backward()).
+  // once (see backward()). Under sequence parallelism the ZeRO group's sum over a sequence
+  // group's ranks adds the parts of one sequence's gradient: the mean is over dp replicas.
   const double average = 1.0 / (static_cast<double>(settings_.gradient_accumulation_steps *
-                                                    comm_.world_size()) *
+                                                    data_parallel_size()) *
                                 loss_scale());
   Tensor squared_norm = step_scalars_.view(1, {1});
   zero_->reduce_gradients(average, squared_norm);
   // The step's one device-to-host read: the loss sum of its micro-batches and the squared
   // gradient norm, which decides overflow skipping, loss scaling and clipping on the host.
+  if (sequence_group_ != nullptr) {
+    // Each rank summed its part of every sequence's loss; the group's parts add up to it.
+    Tensor loss_sum = step_scalars_.view(0, {1});
+    sequence_group_->all_reduce(loss_sum, comm::ReduceOp::kSum);
+  }
   double scalars[2] = {0.0, 0.0};
   be.copy_to_host(scalars, step_scalars_);
   be.fill(step_scalars_, 0.0);
@@ -261,9 +317,9 @@ double Engine::train_batch(const std::function<model::Batch()>& next) {
 double Engine::eval_batch(const model::Batch& batch) {
   if (pending_) throw Error("Engine::eval_batch between forward() and backward(); finish the step first");
   zero_->begin_pass(false);
-  const double loss = model_->evaluate(batch);
+  const double loss = model_->evaluate(local_batch(batch));
   zero_->end_pass(false);
-  return loss;
+  return full_sequence_loss(loss);
 }
 
 Tensor Engine::gather_parameters() {

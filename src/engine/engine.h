@@ -6,6 +6,16 @@
 // decides what each rank stores and how gradients and parameters move. Ownership: the Engine
 // owns the model, the ZeRO stage, the optimizer and the schedule; `comm` must outlive it. One
 // thread drives an Engine.
+//
+// Ulysses sequence parallelism (settings.sequence_parallel_size = sp > 1): `comm` is the
+// combined data x sequence group (comm::Mesh::data_sequence_group(), dp * sp ranks) that ZeRO
+// partitions and reduces over, and `sequence_group` (comm::Mesh's sequence axis) the sp ranks
+// that share every sequence. The ranks of a sequence group pass the SAME full micro-batches;
+// the engine keeps each rank's slice (engine/sequence_shard.h). Gradients are averaged over
+// gas x dp (each rank's gradient is the part from its own tokens, and the group's parts sum to
+// the sequence's), and reported losses are the full sequences' losses. Checkpoints record the
+// ZeRO group (dp * sp ranks, each writing its own pieces) and load at any other layout, with or
+// without sequence parallelism (tests/engine/mpi_test_ulysses_checkpoint.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -39,7 +49,8 @@ class NvmeOptimizerState;
 
 class Engine {
  public:
-  Engine(std::unique_ptr<model::Model> model, EngineSettings settings, comm::Comm& comm);
+  Engine(std::unique_ptr<model::Model> model, EngineSettings settings, comm::Comm& comm,
+         comm::Comm* sequence_group = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -86,6 +97,8 @@ class Engine {
   model::Model& model() { return *model_; }
   sharding::ZeroStage& zero_stage() { return *zero_; }
   comm::Comm& comm() { return comm_; }
+  // Ranks that average gradients: the ZeRO group's size / sequence_parallel_size.
+  int data_parallel_size() const;
   Timers& timers() { return timers_; }
 
   // Writes DIR/<tag> (default "global_step<N>") atomically and then DIR/latest; see
@@ -102,6 +115,10 @@ class Engine {
   // loss sum.
   Tensor forward_on_device(const model::Batch& batch);
   void apply_update();
+  // The part of `batch` this rank runs (its sequence shard under sequence parallelism).
+  model::Batch local_batch(const model::Batch& batch) const;
+  // Sums a per-rank partial loss over the sequence group (identity without one).
+  double full_sequence_loss(double partial_loss);
   // The optimizer's state buffers by name, in host or device memory (read from the files under
   // NVMe offload: whole tensors, for checkpoints).
   std::vector<std::pair<std::string, Tensor>> optimizer_state_tensors();
@@ -113,6 +130,7 @@ class Engine {
   std::unique_ptr<model::Model> model_;
   EngineSettings settings_;
   comm::Comm& comm_;
+  comm::Comm* sequence_group_ = nullptr;  // null unless sequence_parallel_size > 1
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;  // fp16 only

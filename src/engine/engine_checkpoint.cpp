@@ -11,6 +11,10 @@
 //                            shard files, client state
 // Tensors are stored under logical parameter names with element offsets, never rank-shaped
 // blobs, so a checkpoint loads at any world size and any stage (checkpoint_tensors.h).
+// Under Ulysses sequence parallelism the Engine's comm is the data x sequence group: ZeRO
+// partitions over all dp * sp ranks, so every rank still owns disjoint pieces, N (world_size)
+// is dp * sp, and the checkpoint loads at any sp and dp (sp = 1 included). Client state comes
+// from rank 0; the ranks of a sequence group read the same data, so theirs is the same.
 #include <filesystem>
 #include <fstream>
 #include <utility>

@@ -17,6 +17,7 @@ EngineSettings settings_from_config(const config::DeepSpeedConfig& config, const
   s.memory_breakdown = config.memory_breakdown;
   s.dataloader_drop_last = config.dataloader_drop_last;
   s.gradient_predivide_factor = config.gradient_predivide_factor;
+  s.sequence_parallel_size = config.sequence_parallel_size;
   if (config.optimizer) {
     s.optimizer_type = config.optimizer->type;
     s.optimizer_params = config.optimizer->params;
@@ -35,6 +36,8 @@ EngineSettings settings_from_config(const config::DeepSpeedConfig& config, const
   s.csv_monitor = config.csv_monitor;
   s.flops_profiler = config.flops_profiler;
   s.aio = config.aio;
+  config.activation_checkpointing.validate(source);
+  s.activation_checkpointing = config.activation_checkpointing;
   s.source_config = config.to_json();
   return s;
 }

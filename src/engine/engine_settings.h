@@ -32,6 +32,9 @@ struct EngineSettings {
   // dataloader_drop_last: token-shard micro-batches never span two epochs.
   bool dataloader_drop_last = false;
   double gradient_predivide_factor = 1.0;
+  // DeepSpeed's top-level sequence_parallel_size: Ulysses groups of this many ranks each hold
+  // a part of every sequence; the data-parallel size is the ZeRO group's size / this.
+  int64_t sequence_parallel_size = 1;
   std::string optimizer_type = "AdamW";  // DeepSpeed spelling
   nlohmann::json optimizer_params = nlohmann::json::object();
   std::string scheduler_type;            // empty: constant learning rate
@@ -51,6 +54,9 @@ struct EngineSettings {
   config::FlopsProfilerConfig flops_profiler;
   // aio: the I/O engine of NVMe offload (offload/aio_engine.h).
   config::AioConfig aio;
+  // activation_checkpointing: HOW the model checkpoints (model/activation_checkpointer.h); the
+  // Engine applies it when the model checkpoints and warns when it sets options but does not.
+  config::ActivationCheckpointingConfig activation_checkpointing;
   nlohmann::json source_config = nlohmann::json::object();  // the resolved DeepSpeed JSON
 };
 

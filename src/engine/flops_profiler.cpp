@@ -103,6 +103,7 @@ void FlopsProfiler::before_step(int64_t completed_steps) {
   profile.model_name = shape.architecture;
   profile.profile_step = completed_steps;
   profile.world_size = run_.world_size;
+  profile.sequence_parallel_size = run_.sequence_parallel_size;
   profile.micro_batch_size = run_.micro_batch_size;
   profile.gradient_accumulation_steps = run_.gradient_accumulation_steps;
   profile.seq_len = run_.seq_len;
@@ -110,6 +111,11 @@ void FlopsProfiler::before_step(int64_t completed_steps) {
     if (table[i].name != units[i]->name()) {
       throw Error("flops_profiler: unit " + std::to_string(i) + " is '" + units[i]->name() +
                   "' but the transformer formula table expects '" + table[i].name + "'");
+    }
+    // This rank's share: every product divides evenly over the sequence group (projections by
+    // tokens, attention by heads).
+    for (model::OpFlops& op : table[i].ops) {
+      op.forward_macs /= static_cast<double>(run_.sequence_parallel_size);
     }
     profile.units.push_back({units[i]->kind(), std::move(table[i]), 0.0, 0.0});
   }

@@ -32,7 +32,10 @@ struct FlopsProfilerRun {
   int world_size = 1;
   int64_t micro_batch_size = 1;
   int64_t gradient_accumulation_steps = 1;
-  int64_t seq_len = 0;
+  int64_t seq_len = 0;  // tokens per whole sequence
+  // Ulysses: each rank of a sequence group computes 1/sp of every sequence's work (its T/sp
+  // tokens through the projections, H/sp heads of attention over the whole sequence).
+  int sequence_parallel_size = 1;
 };
 
 class FlopsProfiler final : public model::UnitObserver {

@@ -50,7 +50,8 @@ std::string summary(const FlopsProfile& p, const config::FlopsProfilerConfig& co
   const double fwd_flops = p.forward_flops();
   const double bwd_factor = 2.0 + config.recompute_fwd_factor;
   const auto samples = static_cast<double>(p.micro_batch_size * p.gradient_accumulation_steps);
-  const double global_samples = samples * static_cast<double>(p.world_size);
+  const int data_parallel = p.world_size / std::max(1, p.sequence_parallel_size);
+  const double global_samples = samples * static_cast<double>(data_parallel);
   std::string out;
   out += printf_string("Profile Summary at step %lld:\n", static_cast<long long>(p.profile_step));
   out += "Notations:\n"
@@ -62,7 +63,10 @@ std::string summary(const FlopsProfile& p, const config::FlopsProfilerConfig& co
          "model/model_flops.h): bwd FLOPs = 2 x fwd FLOPs. Latencies are wall clock with the\n"
          "backend synchronised, summed over the step's micro-batches on this rank (rank 0).\n\n";
   out += summary_line("world size", std::to_string(p.world_size));
-  out += summary_line("data parallel size", std::to_string(p.world_size));
+  out += summary_line("data parallel size", std::to_string(data_parallel));
+  if (p.sequence_parallel_size > 1) {
+    out += summary_line("sequence parallel size", std::to_string(p.sequence_parallel_size));
+  }
   out += summary_line("micro-batch size per rank", std::to_string(p.micro_batch_size));
   out += summary_line("gradient accumulation steps", std::to_string(p.gradient_accumulation_steps));
   out += summary_line("sequence length", std::to_string(p.seq_len));

@@ -31,6 +31,7 @@ struct FlopsProfile {
   std::string model_name = "model";  // depth 0: the HF architecture, e.g. "GPT2LMHeadModel"
   int64_t profile_step = 0;        // DeepSpeed's count: optimizer steps completed before it
   int world_size = 1;
+  int sequence_parallel_size = 1;  // data parallel size = world_size / sequence_parallel_size
   int64_t micro_batch_size = 1;
   int64_t gradient_accumulation_steps = 1;
   int64_t seq_len = 0;

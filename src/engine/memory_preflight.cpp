@@ -9,8 +9,6 @@
 namespace zero::engine {
 namespace {
 
-// DeepSpeed's accounting, which the estimator follows, stores activations in 16 bits.
-constexpr int64_t kEstimatorActivationBytes = 2;
 // Its model states are 16-bit parameters plus fp32 master weights and optimizer states (20 bytes
 // a parameter unpartitioned); zero.cpp's f32 training needs 16 of those 20 (parameters,
 // gradients, two Adam moments), so the figure stands for f32 and scales only for wider dtypes.
@@ -32,7 +30,11 @@ std::string fixes(const MemoryPreflightRequest& r) {
          std::string(r.activation_checkpointing ? "" : ", turn on --gradient-checkpointing true") +
          ", raise zero_optimization.stage (now " + std::to_string(r.zero_stage) +
          ") to partition the states over more ranks, or use a smaller model (--model, or the "
-         "sizes in its config.json)";
+         "sizes in its config.json)" +
+         std::string(r.tiled_mlp_shards == 1 || r.tiled_logits_shards == 1
+                         ? "; for long sequences --tiled-mlp auto and --tiled-logits auto keep "
+                           "only one shard of the MLP and logits intermediates"
+                         : "");
 }
 
 MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPreflightRequest& r,
@@ -53,21 +55,27 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   const int64_t whole_model = checked_product({shape.total_params, 2, r.param_bytes}, kWhat);
   need.model_state_bytes = std::max(partitioned, whole_model);
 
+  // The same activation model `zero estimate` uses, at this run's element width (the logits
+  // at least f32) and with its long-sequence options.
   sharding::ActivationSettings settings;
   settings.micro_batch = r.micro_batch;
   settings.seq_len = r.seq_len;
   settings.checkpointing = r.activation_checkpointing;
+  settings.activation_bytes = r.activation_bytes;
+  settings.tiled_mlp_shards = r.tiled_mlp_shards;
+  settings.tiled_logits_shards = r.tiled_logits_shards;
+  settings.sequence_parallel = r.sequence_parallel;
+  settings.cpu_checkpointing = r.cpu_checkpointing && r.activation_checkpointing;
   const sharding::ActivationMemory activations = sharding::estimate_activations(config, settings);
-  // Activations are stored in the activation dtype; the logits at least in f32.
-  const int64_t layers =
-      scaled(activations.layers_bytes, r.activation_bytes, kEstimatorActivationBytes);
-  const int64_t logits = scaled(activations.logits_bytes, std::max<int64_t>(r.activation_bytes, 4), 4);
-  need.activation_bytes = checked_sum(layers, logits, kWhat);
+  need.activation_bytes = activations.peak_bytes;
+  need.checkpoint_host_bytes = activations.host_bytes;
 
   if (options.offload_optimizer != sharding::OffloadDevice::kNone) {
     need.offloaded_bytes = states.cpu_bytes;
   }
-  const int64_t per_rank = checked_sum(need.model_state_bytes, need.activation_bytes, kWhat);
+  const int64_t per_rank =
+      checked_sum(checked_sum(need.model_state_bytes, need.activation_bytes, kWhat),
+                  need.checkpoint_host_bytes, kWhat);
   need.total_bytes = checked_sum(checked_product({per_rank, r.ranks_on_this_machine}, kWhat),
                                  need.offloaded_bytes, kWhat);
   return need;
@@ -89,6 +97,11 @@ MemoryNeed estimate_training_memory(const model::TransformerConfig& config,
               r.ranks_on_this_machine <= r.world_size,
           "the ranks on this machine (" + std::to_string(r.ranks_on_this_machine) +
               ") must be between 1 and the world size (" + std::to_string(r.world_size) + ")");
+  require(r.sequence_parallel >= 1 && r.seq_len % r.sequence_parallel == 0,
+          "sequence_parallel_size (" + std::to_string(r.sequence_parallel) +
+              ") must be at least 1 and divide --seq-len (" + std::to_string(r.seq_len) + ")");
+  require(r.tiled_mlp_shards >= 0 && r.tiled_logits_shards >= 0,
+          "--tiled-mlp and --tiled-logits must be auto, off or a shard count");
   config.validate("model config");
   const sharding::ZeroOptions options{r.zero_stage, r.offload_optimizer, r.offload_param,
                                       /*zero_init=*/false};  // every rank builds the whole model
@@ -121,6 +134,10 @@ MemoryNeed check_training_memory(const model::TransformerConfig& config,
                        " per rank (--micro-batch " + std::to_string(r.micro_batch) +
                        " x --seq-len " + std::to_string(r.seq_len) + "), times " + ranks +
                        " on this machine";
+  if (need.checkpoint_host_bytes > 0) {
+    detail += ", + " + format_gib(need.checkpoint_host_bytes) +
+              " per rank of checkpointed block inputs in host memory (cpu_checkpointing)";
+  }
   if (need.offloaded_bytes > 0) {
     detail += ", + " + format_gib(need.offloaded_bytes) + " of offloaded optimizer states";
   }

@@ -23,6 +23,11 @@ struct MemoryPreflightRequest {
   int64_t world_size = 1;        // data-parallel ranks sharing the ZeRO partitions
   int64_t ranks_on_this_machine = 1;  // processes of the job on this host
   bool activation_checkpointing = false;  // --gradient-checkpointing
+  // Long-sequence options (sharding/activation_estimator.h has what each changes):
+  int64_t tiled_mlp_shards = 1;     // --tiled-mlp: 1 off, model::kAutoShards (0) auto, N
+  int64_t tiled_logits_shards = 1;  // --tiled-logits, likewise
+  int64_t sequence_parallel = 1;    // sequence_parallel_size (Ulysses): t = b*s/sp rows a rank
+  bool cpu_checkpointing = false;   // activation_checkpointing.cpu_checkpointing
   sharding::OffloadDevice offload_optimizer = sharding::OffloadDevice::kNone;
   sharding::OffloadDevice offload_param = sharding::OffloadDevice::kNone;
 };
@@ -30,9 +35,10 @@ struct MemoryPreflightRequest {
 // What the estimate found, in bytes.
 struct MemoryNeed {
   int64_t model_state_bytes = 0;  // per rank: parameters, gradients, optimizer states
-  int64_t activation_bytes = 0;   // per rank: activations and logits of one micro-batch
+  int64_t activation_bytes = 0;   // per rank: peak activations and logits of one micro-batch
+  int64_t checkpoint_host_bytes = 0;  // per rank: cpu_checkpointing's saved inputs, host memory
   int64_t offloaded_bytes = 0;    // host memory of offloaded states, whole machine
-  int64_t total_bytes = 0;        // this machine: ranks x (states + activations) + offloaded
+  int64_t total_bytes = 0;  // this machine: ranks x (states + activations + host) + offloaded
 };
 
 // The estimate alone. Throws ConfigError for invalid sizes (naming the flag) or when the bytes

@@ -107,12 +107,13 @@ std::optional<int64_t> counter_after(int64_t base, int64_t count, int64_t per_st
 // key to change, instead of wrapping after hours of training. Returns the tokens per step.
 int64_t check_run_fits(Engine& engine, const TrainerOptions& o) {
   const EngineSettings& s = engine.settings();
-  const int64_t world = engine.comm().world_size();
+  // Data-parallel replicas (the ranks of a sequence-parallel group share their sequences).
+  const int64_t world = engine.data_parallel_size();
   const std::string batch = "train_micro_batch_size_per_gpu " + std::to_string(s.micro_batch_size) +
                             " x gradient_accumulation_steps " +
                             std::to_string(s.gradient_accumulation_steps);
   const std::string sizes = batch + " x --seq-len " + std::to_string(o.seq_len) + " x " +
-                            std::to_string(world) + " ranks";
+                            std::to_string(world) + " data-parallel ranks";
   const std::optional<int64_t> micro_tokens = mul_if_fits(s.micro_batch_size, o.seq_len + 1);
   std::optional<int64_t> tokens = mul_if_fits(s.micro_batch_size, s.gradient_accumulation_steps);
   if (tokens) tokens = mul_if_fits(*tokens, o.seq_len);
@@ -194,12 +195,15 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   // flops_profiler (rank 0): output_file is checked here; one step is profiled in the loop.
   FlopsProfiler profiler(s.flops_profiler, engine.model(),
                          {engine.comm().rank(), world, s.micro_batch_size,
-                          s.gradient_accumulation_steps, options.seq_len});
+                          s.gradient_accumulation_steps, options.seq_len,
+                          static_cast<int>(s.sequence_parallel_size)});
   double flops_per_step = 0.0;
   if (engine.model().config()) {
     flops_per_step = model::training_flops(*engine.model().config(),
                                            s.micro_batch_size * s.gradient_accumulation_steps,
                                            options.seq_len).total();
+    // Sequence parallelism: a rank computes its 1/sp share of every sequence.
+    flops_per_step /= static_cast<double>(s.sequence_parallel_size);
   }
   // The progress bar only for a single process on a terminal: mpirun hands its ranks a
   // pseudo-terminal even when the job's output goes to a log file.

@@ -22,8 +22,10 @@ EmbeddingUnit::EmbeddingUnit(const TransformerConfig& config)
 Tensor EmbeddingUnit::forward(StepContext& ctx, const Tensor& /*x*/) {
   const Batch& batch = ctx.batch;
   const int64_t rows = batch.batch_size() * batch.seq_len();
-  if (learned_positions_ && batch.seq_len() > max_positions_) {
-    throw ShapeError("sequence length " + std::to_string(batch.seq_len()) +
+  // Under sequence parallelism this rank's tokens sit at positions offset .. offset + T - 1.
+  const int64_t position_end = ctx.sequence_offset + batch.seq_len();
+  if (learned_positions_ && position_end > max_positions_) {
+    throw ShapeError("sequence length " + std::to_string(position_end) +
                      " exceeds the model's position table (n_positions = " +
                      std::to_string(max_positions_) + "); use a shorter --seq-len");
   }
@@ -33,7 +35,8 @@ Tensor EmbeddingUnit::forward(StepContext& ctx, const Tensor& /*x*/) {
                                  MemoryCategory::kActivations);
   ctx.backend.embedding_forward(out, tokens, param(token_index_), false);
   if (learned_positions_) {
-    const Tensor& positions = position_ids(ctx.backend, batch.batch_size(), batch.seq_len());
+    const Tensor& positions =
+        position_ids(ctx.backend, batch.batch_size(), batch.seq_len(), ctx.sequence_offset);
     ctx.backend.embedding_forward(out, positions, param(position_index_), true);
     if (ctx.training) positions_ = positions;
   }
@@ -42,16 +45,17 @@ Tensor EmbeddingUnit::forward(StepContext& ctx, const Tensor& /*x*/) {
 }
 
 const Tensor& EmbeddingUnit::position_ids(backend::Backend& backend, int64_t batch_size,
-                                          int64_t seq_len) {
+                                          int64_t seq_len, int64_t first_position) {
   const int64_t rows = batch_size * seq_len;
   // Every micro-batch of a run has the same shape: built and uploaded once, not per step.
   if (!position_ids_.defined() || position_ids_.numel() != rows ||
-      position_ids_seq_len_ != seq_len) {
+      position_ids_seq_len_ != seq_len || position_ids_first_ != first_position) {
     Tensor host = Tensor::zeros_host({rows}, DType::kI64);
-    for (int64_t i = 0; i < rows; ++i) host.data<int64_t>()[i] = i % seq_len;
+    for (int64_t i = 0; i < rows; ++i) host.data<int64_t>()[i] = first_position + i % seq_len;
     position_ids_ = backend.empty({rows}, DType::kI64, MemoryCategory::kOther);
     backend.copy_from_host(position_ids_, host.raw_data());
     position_ids_seq_len_ = seq_len;
+    position_ids_first_ = first_position;
   }
   return position_ids_;
 }

@@ -21,7 +21,10 @@ class EmbeddingUnit final : public Unit {
 
  private:
   // Position ids 0..T-1 repeated B times, on the device (cached across micro-batches).
-  const Tensor& position_ids(backend::Backend& backend, int64_t batch_size, int64_t seq_len);
+  // Position ids first_position .. first_position + seq_len - 1 for each of batch_size rows
+  // (first_position > 0 on a later rank of a sequence-parallel group).
+  const Tensor& position_ids(backend::Backend& backend, int64_t batch_size, int64_t seq_len,
+                             int64_t first_position);
 
   int64_t vocab_size_;
   int64_t hidden_size_;
@@ -33,6 +36,7 @@ class EmbeddingUnit final : public Unit {
   Tensor positions_;  // saved for backward: [B*T]
   Tensor position_ids_;
   int64_t position_ids_seq_len_ = 0;
+  int64_t position_ids_first_ = 0;
 };
 
 }  // namespace zero::model

@@ -1,8 +1,10 @@
 #include "model/lm_head_unit.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/check.h"
+#include "model/sequence_tiling.h"
 
 namespace zero::model {
 
@@ -43,14 +45,10 @@ Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
   Tensor bias = norm_.has_bias() ? param(norm_bias_) : Tensor();
   Tensor h = norm_.forward(be, x, param(norm_weight_), norm_.has_bias() ? &bias : nullptr,
                            ctx.training);
-  Tensor logits = be.empty({rows, vocab_size_}, dt, MemoryCategory::kActivations);
-  be.linear_forward(logits, h, head_weight(), nullptr);
   if (ctx.capture_logits != nullptr) {
     // An explicit, counted read: tests and evaluation ask for it, training never does.
     *ctx.capture_logits = Tensor::zeros_host({rows, vocab_size_}, dt);
-    be.copy_to_host(ctx.capture_logits->raw_data(), logits);
   }
-
   const Tensor& targets = ctx.device_batch.targets;
   ZERO_CHECK(targets.numel() == rows, "targets " << targets.describe() << " for " << rows << " rows");
   // The mean over valid targets (counted on the host when the batch was uploaded); with none,
@@ -60,28 +58,56 @@ Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
   // Per-token losses in f32 (f64 for f64 models) even with 16-bit logits, as Hugging Face
   // upcasts the logits for its loss.
   Tensor losses = be.empty({rows}, backend::stats_dtype(dt), MemoryCategory::kActivations);
-  be.softmax_cross_entropy(losses, ctx.training ? &logits : nullptr, logits, targets, kIgnoreIndex,
-                           grad_scale);
+  const int64_t shards = std::min(
+      resolve_logits_shards(ctx.sequence_tiling.logits_shards, ctx.batch.seq_len(), x.size(1),
+                            vocab_size_),
+      rows);
+  Tensor logits;
+  if (shards > 1) {
+    TiledFusedLogitsLoss::Inputs in;
+    in.h = &h;
+    in.weight = &head_weight();
+    in.targets = &targets;
+    in.ignore_index = kIgnoreIndex;
+    in.grad_scale = grad_scale;
+    in.forward_loss_grad = ctx.loss_grad;
+    in.capture_logits = ctx.capture_logits;
+    tiled_.forward(be, in, shards, ctx.training, losses);
+  } else {
+    logits = be.empty({rows, vocab_size_}, dt, MemoryCategory::kActivations);
+    be.linear_forward(logits, h, head_weight(), nullptr);
+    if (ctx.capture_logits != nullptr) be.copy_to_host(ctx.capture_logits->raw_data(), logits);
+    be.softmax_cross_entropy(losses, ctx.training ? &logits : nullptr, logits, targets,
+                             kIgnoreIndex, grad_scale);
+  }
   // The mean stays on the device: the engine reads it once per step, with the gradient norm.
   Tensor loss = be.empty({1}, DType::kF64, MemoryCategory::kActivations);
   be.sum(loss, losses, grad_scale, false);
 
   if (ctx.training) {
     x_ = x;
-    h_ = h;
-    dlogits_ = logits;
+    if (shards == 1) {
+      h_ = h;
+      dlogits_ = logits;
+    }
   }
   return loss;
 }
 
 Tensor LmHeadUnit::backward(StepContext& ctx, const Tensor& /*dy*/) {
-  ZERO_CHECK(dlogits_.defined(), "backward() of " << name() << " without a training forward()");
+  ZERO_CHECK(dlogits_.defined() || tiled_.has_saved(),
+             "backward() of " << name() << " without a training forward()");
   auto& be = ctx.backend;
   const double loss_grad = ctx.loss_grad;
-  if (loss_grad != 1.0) be.scale(dlogits_, loss_grad);
-  Tensor dh = be.empty(h_.shape(), h_.dtype(), MemoryCategory::kActivations);
-  be.linear_backward(&dh, head_grad(), nullptr, dlogits_, h_, head_weight());
-  dlogits_ = Tensor();
+  Tensor dh;
+  if (tiled_.has_saved()) {
+    dh = tiled_.backward(be, loss_grad, head_grad());
+  } else {
+    if (loss_grad != 1.0) be.scale(dlogits_, loss_grad);
+    dh = be.empty(h_.shape(), h_.dtype(), MemoryCategory::kActivations);
+    be.linear_backward(&dh, head_grad(), nullptr, dlogits_, h_, head_weight());
+    dlogits_ = Tensor();
+  }
   Tensor bias_grad = norm_.has_bias() ? grad(norm_bias_) : Tensor();
   Tensor dx = norm_.backward(be, dh, x_, param(norm_weight_), grad(norm_weight_),
                              norm_.has_bias() ? &bias_grad : nullptr);
@@ -91,6 +117,7 @@ Tensor LmHeadUnit::backward(StepContext& ctx, const Tensor& /*dy*/) {
 
 void LmHeadUnit::release_activations() {
   x_ = h_ = dlogits_ = Tensor();
+  tiled_.release();
   norm_.release();
 }
 

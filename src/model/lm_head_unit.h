@@ -1,9 +1,11 @@
 // LmHeadUnit: the last unit — final norm, LM head projection to the vocabulary, and the fused
 // softmax + cross-entropy. Logits exist only as one [B*T, V] buffer that the loss overwrites with
 // dlogits (probabilities are never stored). With tied embeddings it reads and accumulates into
-// the embedding unit's table instead of owning a weight.
+// the embedding unit's table instead of owning a weight. With ctx.sequence_tiling.logits_shards
+// resolving to N > 1 the head + loss run tiled (model/tiled_logits_loss.h): no [B*T, V] buffer.
 #pragma once
 #include "model/norm_layer.h"
+#include "model/tiled_logits_loss.h"
 #include "model/transformer_config.h"
 #include "model/unit.h"
 
@@ -29,6 +31,7 @@ class LmHeadUnit final : public Unit {
   size_t norm_weight_ = 0, norm_bias_ = 0, head_index_ = 0;
   Parameter* tied_embedding_;
   Tensor x_, h_, dlogits_;
+  TiledFusedLogitsLoss tiled_;
 };
 
 }  // namespace zero::model

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "comm/comm.h"
 #include "core/check.h"
 #include "core/checked_math.h"
 #include "core/error.h"
@@ -9,7 +10,21 @@
 namespace zero::model {
 
 Model::Model(backend::Backend& backend, DType param_dtype)
-    : backend_(backend), param_dtype_(param_dtype) {}
+    : backend_(backend),
+      param_dtype_(param_dtype),
+      checkpointer_(std::make_unique<ActivationCheckpointer>(backend)) {}
+
+namespace {
+std::vector<bool> recomputable_units(const std::vector<std::unique_ptr<Unit>>& units) {
+  std::vector<bool> out;
+  for (const auto& unit : units) out.push_back(unit->recomputable());
+  return out;
+}
+}  // namespace
+
+void Model::set_checkpointing_options(const CheckpointingOptions& options) {
+  checkpointer_->set_options(options, recomputable_units(units_));
+}
 
 Unit& Model::add_unit(std::unique_ptr<Unit> unit) {
   ZERO_CHECK(!finalized(), "add_unit() after finalize()");
@@ -51,20 +66,20 @@ void Model::finalize() {
 Tensor Model::forward_loss(StepContext& ctx) {
   ZERO_CHECK(finalized(), "forward() before finalize()");
   ctx.activation_dtype = activation_dtype_;
+  ctx.sequence_tiling = sequence_tiling_;
+  ctx.sequence_group = sequence_group_;
+  ctx.sequence_offset = sequence_group_ != nullptr ? sequence_group_->rank() * ctx.batch.seq_len() : 0;
   if (!ctx.device_batch.defined()) {
     ctx.device_batch = upload_batch(
         backend_, ctx.batch,
         config_ ? std::optional<int64_t>(config_->vocab_size) : std::nullopt);
   }
-  const bool checkpointing = ctx.training && activation_checkpointing_;
-  checkpoint_inputs_.assign(checkpointing ? units_.size() : 0, Tensor());
+  checkpointer_->begin_forward(recomputable_units(units_), ctx.training && activation_checkpointing_);
   Tensor x;
   for (size_t i = 0; i < units_.size(); ++i) {
     if (observer_ != nullptr) observer_->before_forward(i);
-    const bool checkpoint = checkpointing && units_[i]->recomputable();
-    if (checkpoint) checkpoint_inputs_[i] = x;
-    x = units_[i]->forward(ctx, x);
-    if (checkpoint) units_[i]->release_activations();
+    x = checkpointer_->checkpoints(i) ? checkpointer_->forward(i, *units_[i], ctx, x)
+                                      : units_[i]->forward(ctx, x);
     if (observer_ != nullptr) observer_->after_forward(i);
   }
   if (!x.defined() || x.numel() != 1 || x.dtype() != DType::kF64 ||
@@ -82,12 +97,9 @@ void Model::backward(StepContext& ctx, double loss_grad) {
   Tensor dy;  // the loss unit reads ctx.loss_grad
   for (size_t i = units_.size(); i-- > 0;) {
     if (observer_ != nullptr) observer_->before_backward(i);
-    if (i < checkpoint_inputs_.size() && checkpoint_inputs_[i].defined()) {
-      // Recompute the checkpointed unit's activations (its parameters are in place: ZeRO-3
-      // gathered them in before_backward).
-      units_[i]->forward(ctx, checkpoint_inputs_[i]);
-      checkpoint_inputs_[i] = Tensor();
-    }
+    // Recompute a checkpointed unit's activations (its parameters are in place: ZeRO-3
+    // gathered them in before_backward).
+    if (checkpointer_->holds(i)) checkpointer_->recompute(i, *units_[i], ctx);
     dy = units_[i]->backward(ctx, dy);
     units_[i]->release_activations();
     if (observer_ != nullptr) observer_->after_backward(i);
@@ -106,7 +118,7 @@ double Model::evaluate(const Batch& batch) {
   ctx.training = false;
   const double loss = forward(ctx);
   for (auto& unit : units_) unit->release_activations();
-  checkpoint_inputs_.clear();
+  checkpointer_->clear();
   return loss;
 }
 

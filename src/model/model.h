@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/activation_checkpointer.h"
 #include "model/transformer_config.h"
 #include "model/unit.h"
 
@@ -90,6 +91,24 @@ class Model {
   // drops from every block's intermediates to one hidden state per block.
   void set_activation_checkpointing(bool enabled) { activation_checkpointing_ = enabled; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
+  // HOW checkpointing works (DeepSpeed's activation_checkpointing section, per-unit choice,
+  // host copies, partitioning): model/activation_checkpointer.h. Options are validated against
+  // this model's units (ConfigError). The partition group is not owned.
+  void set_checkpointing_options(const CheckpointingOptions& options);
+  void set_activation_partition_group(comm::Comm* group) {
+    checkpointer_->set_partition_group(group);
+  }
+  ActivationCheckpointer& activation_checkpointer() { return *checkpointer_; }
+  // Tiled compute (model/sequence_tiling.h): row shards of each block's MLP and of the LM head +
+  // loss; default untiled. forward() copies it into the StepContext.
+  void set_sequence_tiling(SequenceTiling tiling) { sequence_tiling_ = tiling; }
+  const SequenceTiling& sequence_tiling() const { return sequence_tiling_; }
+  // Ulysses sequence parallelism: `group` holds the ranks that each run a consecutive part of
+  // every sequence (rank s has tokens [s * T_local, (s + 1) * T_local)); attention exchanges
+  // heads for sequence over it (model/ulysses_attention.h). Null or size 1: whole sequences.
+  // Not owned; must outlive its use.
+  void set_sequence_group(comm::Comm* group) { sequence_group_ = group; }
+  comm::Comm* sequence_group() const { return sequence_group_; }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
   // All parameters, in flat-buffer order.
   std::vector<Parameter*> parameters();
@@ -108,7 +127,9 @@ class Model {
   DType param_dtype_;
   std::optional<DType> activation_dtype_;
   bool activation_checkpointing_ = false;
-  std::vector<Tensor> checkpoint_inputs_;  // per unit: its input, while checkpointed
+  SequenceTiling sequence_tiling_;
+  comm::Comm* sequence_group_ = nullptr;
+  std::unique_ptr<ActivationCheckpointer> checkpointer_;  // saved inputs of checkpointed units
   std::vector<std::unique_ptr<Unit>> units_;
   Tensor params_;
   Tensor grads_;

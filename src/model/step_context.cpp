@@ -49,6 +49,7 @@ DeviceBatch upload_batch(backend::Backend& backend, const Batch& batch,
   int64_t token_count = 0;
   check_ids(batch.tokens, "token", vocab_size, false, &token_count);
   check_ids(batch.targets, "target", vocab_size, true, &out.valid_targets);
+  if (batch.loss_valid_targets) out.valid_targets = *batch.loss_valid_targets;
   const int64_t rows = batch.tokens.numel();
   out.tokens = backend.empty({rows}, batch.tokens.dtype(), MemoryCategory::kActivations);
   out.targets = backend.empty({rows}, batch.targets.dtype(), MemoryCategory::kActivations);

@@ -6,6 +6,11 @@
 
 #include "backend/backend.h"
 #include "core/tensor.h"
+#include "model/sequence_tiling.h"
+
+namespace zero::comm {
+class Comm;
+}  // namespace zero::comm
 
 namespace zero::model {
 
@@ -16,6 +21,10 @@ inline constexpr int64_t kIgnoreIndex = -100;  // targets equal to this contribu
 struct Batch {
   Tensor tokens;
   Tensor targets;
+  // The number of non-ignored targets the loss is a mean over; unset: counted from `targets`.
+  // A sequence-parallel shard (engine/sequence_shard.h) carries its whole sequence's count, so
+  // its loss is its part of the full sequence's mean and the shards' losses sum to it.
+  std::optional<int64_t> loss_valid_targets = std::nullopt;
   int64_t batch_size() const { return tokens.size(0); }
   int64_t seq_len() const { return tokens.size(1); }
 };
@@ -52,8 +61,18 @@ struct StepContext {
   std::optional<DType> activation_dtype = std::nullopt;
   // The batch on the device (Model::forward uploads it when it is not defined yet).
   DeviceBatch device_batch = {};
-  // d(objective)/d(loss) for the loss unit's backward (set by Model::backward).
+  // d(objective)/d(loss) for the loss unit's backward (set by Model::backward). A caller that
+  // knows it before the forward sets it then too (the Engine: its loss scale), so a unit that
+  // back-propagates inside its forward (the tiled logits loss) scales before rounding; a
+  // different value at backward is still honoured (the unit rescales).
   double loss_grad = 1.0;
+  // Row shards of the tiled MLP and logits + loss (set by Model from Model::sequence_tiling()).
+  SequenceTiling sequence_tiling = {};
+  // Ulysses sequence parallelism (set by Model from Model::sequence_group()): the ranks that
+  // each hold a consecutive part of every sequence (null: the batch is whole), and the global
+  // position of this rank's first token (positions and rotary angles start there).
+  comm::Comm* sequence_group = nullptr;
+  int64_t sequence_offset = 0;
 };
 
 }  // namespace zero::model

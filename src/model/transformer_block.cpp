@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "comm/comm.h"
 #include "core/check.h"
 
 namespace zero::model {
@@ -10,7 +11,7 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config, int64_t laye
     : Unit("block" + std::to_string(layer_index)),
       config_(config),
       norm1_(config.norm, config.norm_eps),
-      norm2_(config.norm, config.norm_eps) {
+      mlp_(config) {
   config_.source_json = nlohmann::json();  // not needed per block
   if (config.family == ModelFamily::kGpt2) {
     declare_gpt2_parameters("transformer.h." + std::to_string(layer_index) + ".");
@@ -84,12 +85,56 @@ const RopeTable& TransformerBlock::rope_for(backend::Backend& backend, int64_t s
   return *rope_;
 }
 
+RopeTable TransformerBlock::rope_rows(backend::Backend& backend, int64_t first, int64_t seq_len,
+                                      DType dtype) {
+  const RopeTable& table = rope_for(backend, first + seq_len, dtype);
+  if (first == 0) return table;
+  const int64_t half = table.cos.size(1);
+  return RopeTable{seq_len, table.cos.view(first * half, {seq_len, half}),
+                   table.sin.view(first * half, {seq_len, half})};
+}
+
+namespace {
+// Whether this step's sequences are split over a sequence-parallel group (Ulysses).
+bool sequence_split(const StepContext& ctx) {
+  return ctx.sequence_group != nullptr && ctx.sequence_group->world_size() > 1;
+}
+}  // namespace
+
 Tensor TransformerBlock::head_view(const Tensor& fused, int64_t batch, int64_t seq_len,
                                    int64_t column, int64_t heads) const {
   const int64_t row = fused.size(1);
   const int64_t d = config_.head_dim;
   return Tensor(fused.storage(), fused.dtype(), {batch, seq_len, heads, d},
                 {seq_len * row, row, d, 1}, fused.offset() + column);
+}
+
+MlpTensors TransformerBlock::mlp_params() {
+  const int64_t up_width = (config_.mlp == MlpKind::kSwiGlu ? 2 : 1) * config_.intermediate_size;
+  MlpTensors t;
+  t.norm_weight = param(idx_.norm2_weight);
+  if (mlp_.norm_has_bias()) t.norm_bias = param(idx_.norm2_bias);
+  t.up = fused_param(idx_.up_first, idx_.up_last, {up_width, config_.hidden_size});
+  if (config_.mlp_bias) {
+    t.up_bias = fused_param(idx_.up_bias_first, idx_.up_bias_last, {up_width});
+    t.down_bias = param(idx_.down_bias);
+  }
+  t.down = param(idx_.down_weight);
+  return t;
+}
+
+MlpTensors TransformerBlock::mlp_grads() {
+  const int64_t up_width = (config_.mlp == MlpKind::kSwiGlu ? 2 : 1) * config_.intermediate_size;
+  MlpTensors t;
+  t.norm_weight = grad(idx_.norm2_weight);
+  if (mlp_.norm_has_bias()) t.norm_bias = grad(idx_.norm2_bias);
+  t.up = fused_grad(idx_.up_first, idx_.up_last, {up_width, config_.hidden_size});
+  if (config_.mlp_bias) {
+    t.up_bias = fused_grad(idx_.up_bias_first, idx_.up_bias_last, {up_width});
+    t.down_bias = grad(idx_.down_bias);
+  }
+  t.down = grad(idx_.down_weight);
+  return t;
 }
 
 Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
@@ -102,8 +147,6 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   const int64_t kvh = config_.num_kv_heads;
   const int64_t d = config_.head_dim;
   const int64_t qkv_width = config_.q_dim() + 2 * config_.kv_dim();
-  const int64_t inner = config_.intermediate_size;
-  const bool swiglu = config_.mlp == MlpKind::kSwiGlu;
   const DType dt = x.dtype();
   const auto act = MemoryCategory::kActivations;
 
@@ -120,40 +163,31 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   Tensor k = head_view(qkv, batch_, seq_len_, config_.q_dim(), kvh);
   Tensor v = head_view(qkv, batch_, seq_len_, config_.q_dim() + config_.kv_dim(), kvh);
   if (!config_.learned_positions) {
-    const RopeTable& rope = rope_for(be, seq_len_, backend::stats_dtype(dt));
+    const RopeTable rope = rope_rows(be, ctx.sequence_offset, seq_len_, backend::stats_dtype(dt));
     be.rope_apply(q, rope.cos, rope.sin, false);
     be.rope_apply(k, rope.cos, rope.sin, false);
   }
   Tensor attn = be.empty({rows, config_.q_dim()}, dt, act);
   Tensor attn_heads = attn.reshape({batch_, seq_len_, h, d});
-  Tensor lse = be.empty({batch_, h, seq_len_}, backend::stats_dtype(dt), act);
+  Tensor lse;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  be.attention_forward(attn_heads, lse, q, k, v, scale, config_.sliding_window);
+  if (sequence_split(ctx)) {
+    // Ulysses: attention over the whole sequence with this rank's share of the heads.
+    ulysses_.forward(be, *ctx.sequence_group, attn, qkv, batch_, h, kvh, d, scale,
+                     config_.sliding_window, ctx.training);
+  } else {
+    lse = be.empty({batch_, h, seq_len_}, backend::stats_dtype(dt), act);
+    be.attention_forward(attn_heads, lse, q, k, v, scale, config_.sliding_window);
+  }
 
   Tensor x1 = be.empty({rows, c}, dt, act);
   Tensor out_bias = config_.attn_out_bias ? param(idx_.out_bias) : Tensor();
   be.linear_forward(x1, attn, param(idx_.out_weight), config_.attn_out_bias ? &out_bias : nullptr);
   be.add(x1, x, 1.0);
 
-  Tensor norm2_bias = norm2_.has_bias() ? param(idx_.norm2_bias) : Tensor();
-  Tensor h2 = norm2_.forward(be, x1, param(idx_.norm2_weight),
-                             norm2_.has_bias() ? &norm2_bias : nullptr, ctx.training);
-  const int64_t up_width = swiglu ? 2 * inner : inner;
-  Tensor up = be.empty({rows, up_width}, dt, act);
-  Tensor w_up = fused_param(idx_.up_first, idx_.up_last, {up_width, c});
-  Tensor b_up = config_.mlp_bias ? fused_param(idx_.up_bias_first, idx_.up_bias_last, {up_width})
-                                 : Tensor();
-  be.linear_forward(up, h2, w_up, config_.mlp_bias ? &b_up : nullptr);
-  Tensor activated = be.empty({rows, inner}, dt, act);
-  if (swiglu) {
-    be.swiglu_forward(activated, up);
-  } else {
-    be.gelu_forward(activated, up);
-  }
-  Tensor y = be.empty({rows, c}, dt, act);
-  Tensor down_bias = config_.mlp_bias ? param(idx_.down_bias) : Tensor();
-  be.linear_forward(y, activated, param(idx_.down_weight), config_.mlp_bias ? &down_bias : nullptr);
-  be.add(y, x1, 1.0);
+  const int64_t mlp_shards =
+      resolve_mlp_shards(ctx.sequence_tiling.mlp_shards, seq_len_, config_.hidden_size);
+  Tensor y = mlp_.forward(be, x1, mlp_params(), mlp_shards, ctx.training);
 
   if (ctx.training) {
     x_ = x;
@@ -161,10 +195,6 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
     qkv_ = qkv;
     attn_ = attn;
     lse_ = lse;
-    x1_ = x1;
-    h2_ = h2;
-    up_ = up;
-    act_ = activated;
   }
   return y;
 }
@@ -178,36 +208,12 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   const int64_t kvh = config_.num_kv_heads;
   const int64_t d = config_.head_dim;
   const int64_t qkv_width = config_.q_dim() + 2 * config_.kv_dim();
-  const int64_t inner = config_.intermediate_size;
-  const bool swiglu = config_.mlp == MlpKind::kSwiGlu;
-  const int64_t up_width = swiglu ? 2 * inner : inner;
   const DType dt = dy.dtype();
   const auto act = MemoryCategory::kActivations;
 
-  // MLP branch: y = x1 + down(act(up(norm2(x1)))).
-  Tensor d_act = be.empty({rows, inner}, dt, act);
-  Tensor g_down_bias = config_.mlp_bias ? grad(idx_.down_bias) : Tensor();
-  be.linear_backward(&d_act, grad(idx_.down_weight), config_.mlp_bias ? &g_down_bias : nullptr,
-                     dy, act_, param(idx_.down_weight));
-  Tensor d_up = be.empty({rows, up_width}, dt, act);
-  if (swiglu) {
-    be.swiglu_backward(d_up, d_act, up_);
-  } else {
-    be.gelu_backward(d_up, d_act, up_);
-  }
-  d_act = Tensor();
-  Tensor d_h2 = be.empty({rows, c}, dt, act);
-  Tensor w_up = fused_param(idx_.up_first, idx_.up_last, {up_width, c});
-  Tensor g_up = fused_grad(idx_.up_first, idx_.up_last, {up_width, c});
-  Tensor g_up_bias = config_.mlp_bias
-                         ? fused_grad(idx_.up_bias_first, idx_.up_bias_last, {up_width})
-                         : Tensor();
-  be.linear_backward(&d_h2, g_up, config_.mlp_bias ? &g_up_bias : nullptr, d_up, h2_, w_up);
-  d_up = Tensor();
-  Tensor g_norm2_bias = norm2_.has_bias() ? grad(idx_.norm2_bias) : Tensor();
-  Tensor d_x1 = norm2_.backward(be, d_h2, x1_, param(idx_.norm2_weight), grad(idx_.norm2_weight),
-                                norm2_.has_bias() ? &g_norm2_bias : nullptr);
-  be.add(d_x1, dy, 1.0);  // the residual path
+  // MLP branch: y = x1 + down(act(up(norm2(x1)))), the residual included.
+  MlpTensors mlp_grad = mlp_grads();
+  Tensor d_x1 = mlp_.backward(be, dy, mlp_params(), mlp_grad);
 
   // Attention branch: x1 = x + out(attention(rope(qkv(norm1(x))))).
   Tensor d_attn = be.empty({rows, config_.q_dim()}, dt, act);
@@ -224,11 +230,15 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   Tensor attn_heads = attn_.reshape({batch_, seq_len_, h, d});
   Tensor d_attn_heads = d_attn.reshape({batch_, seq_len_, h, d});
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  be.attention_backward(dq, dk, dv, d_attn_heads, q, k, v, attn_heads, lse_, scale,
-                        config_.sliding_window);
+  if (sequence_split(ctx)) {
+    ulysses_.backward(be, *ctx.sequence_group, d_qkv, d_attn);
+  } else {
+    be.attention_backward(dq, dk, dv, d_attn_heads, q, k, v, attn_heads, lse_, scale,
+                          config_.sliding_window);
+  }
   d_attn = Tensor();
   if (!config_.learned_positions) {
-    const RopeTable& rope = rope_for(be, seq_len_, backend::stats_dtype(dt));
+    const RopeTable rope = rope_rows(be, ctx.sequence_offset, seq_len_, backend::stats_dtype(dt));
     be.rope_apply(dq, rope.cos, rope.sin, true);
     be.rope_apply(dk, rope.cos, rope.sin, true);
   }
@@ -249,9 +259,10 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
 }
 
 void TransformerBlock::release_activations() {
-  x_ = h1_ = qkv_ = attn_ = lse_ = x1_ = h2_ = up_ = act_ = Tensor();
+  x_ = h1_ = qkv_ = attn_ = lse_ = Tensor();
+  ulysses_.release();
   norm1_.release();
-  norm2_.release();
+  mlp_.release();
 }
 
 }  // namespace zero::model

@@ -11,7 +11,9 @@
 
 #include "model/norm_layer.h"
 #include "model/rope_table.h"
+#include "model/tiled_mlp.h"
 #include "model/transformer_config.h"
+#include "model/ulysses_attention.h"
 #include "model/unit.h"
 
 namespace zero::model {
@@ -40,18 +42,24 @@ class TransformerBlock final : public Unit {
   void declare_gpt2_parameters(const std::string& prefix);
   void declare_llama_parameters(const std::string& prefix);
   const RopeTable& rope_for(backend::Backend& backend, int64_t seq_len, DType dtype);
+  // Rotary rows for positions first .. first + seq_len - 1 (views into rope_for's table).
+  RopeTable rope_rows(backend::Backend& backend, int64_t first, int64_t seq_len, DType dtype);
   // Views of q, k, v [B, T, heads, D] inside a fused [B*T, (H + 2 KVH) * D] buffer.
   Tensor head_view(const Tensor& fused, int64_t batch, int64_t seq_len, int64_t column,
                    int64_t heads) const;
+  // Views of the MLP half's parameters (gradients), bound now (ZeRO-3 rebinds them).
+  MlpTensors mlp_params();
+  MlpTensors mlp_grads();
 
   TransformerConfig config_;
   Indices idx_;
   NormLayer norm1_;
-  NormLayer norm2_;
+  TiledMlp mlp_;  // norm2 + MLP + residual, over row shards (ctx.sequence_tiling)
   std::optional<RopeTable> rope_;
+  UlyssesAttention ulysses_;  // used when the step's sequence is split over ranks
   int64_t batch_ = 0, seq_len_ = 0;
   // Saved by forward for backward.
-  Tensor x_, h1_, qkv_, attn_, lse_, x1_, h2_, up_, act_;
+  Tensor x_, h1_, qkv_, attn_, lse_;
 };
 
 }  // namespace zero::model

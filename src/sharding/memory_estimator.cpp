@@ -199,43 +199,6 @@ int64_t largest_layer_params(const model::TransformerConfig& c) {
   return *std::max_element(modules.begin(), modules.end());
 }
 
-ActivationMemory estimate_activations(const model::TransformerConfig& c,
-                                      const ActivationSettings& a) {
-  if (a.micro_batch <= 0 || a.seq_len <= 0) {
-    throw ConfigError("activation estimate: micro-batch and sequence length must be positive, got " +
-                      std::to_string(a.micro_batch) + " and " + std::to_string(a.seq_len));
-  }
-  const int64_t tokens = mul({a.micro_batch, a.seq_len});
-  const int64_t h = c.hidden_size, inter = c.intermediate_size;
-  const int64_t q = mul({c.num_heads, c.head_dim}), kv = mul({c.num_kv_heads, c.head_dim});
-  const int64_t heads = c.num_heads;
-  constexpr int64_t kAct = 2;  // 16-bit activations
-  int64_t per_token = mul({2, kAct, h});                             // inputs of the two norms
-  per_token = add(per_token, mul({kAct, h}));                        // qkv input
-  per_token = add(per_token, mul({kAct, add(q, mul({2, kv}))}));     // q, k, v
-  per_token = add(per_token, mul({kAct, q}));                        // out-proj input
-  per_token = add(per_token, mul({kAct, h}));                        // MLP input
-  per_token = add(per_token, mul({c.mlp == model::MlpKind::kSwiGlu ? 3 : 2, kAct, inter}));
-  if (a.dropout) per_token = add(per_token, mul({2, h}));  // 1-byte masks after attn and MLP
-  int64_t per_layer = mul({tokens, per_token});
-  if (a.flash_attention) {
-    per_layer = add(per_layer, mul({4, heads, tokens}));  // fp32 logsumexp per query row
-  } else {
-    const int64_t scores = mul({heads, a.micro_batch, a.seq_len, a.seq_len});  // a * b * s^2
-    per_layer = add(per_layer, mul({kAct, scores}));  // softmax output
-    // its mask (1 byte) and dropped copy (2 bytes)
-    if (a.dropout) per_layer = add(per_layer, mul({3, scores}));
-  }
-  ActivationMemory m;
-  m.per_layer_bytes = per_layer;
-  m.layers_bytes = a.checkpointing ? add(mul({c.num_layers, kAct, tokens, h}), per_layer)
-                                   : mul({c.num_layers, per_layer});
-  m.logits_bytes = mul({kFp32Bytes, tokens, c.vocab_size});
-  // total_bytes() adds these two: check that sum here, once.
-  add(m.layers_bytes, m.logits_bytes);
-  return m;
-}
-
 std::optional<size_t> cheapest_fitting(const std::vector<FitCandidate>& candidates,
                                        int64_t gpu_budget_bytes,
                                        std::optional<int64_t> cpu_budget_bytes) {

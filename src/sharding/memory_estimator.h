@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "model/transformer_config.h"
+#include "sharding/activation_estimator.h"
 
 namespace zero::sharding {
 
@@ -98,39 +99,10 @@ int configuration_cost(const ZeroOptions& options);
 // (weights plus bias of one module): the token embedding (vocab x hidden) for most models.
 int64_t largest_layer_params(const model::TransformerConfig& config);
 
-// Activations of one training micro-batch on one GPU, 16-bit activations.
-struct ActivationSettings {
-  int64_t micro_batch = 1;
-  int64_t seq_len = 1;
-  bool checkpointing = false;  // recompute each block in backward, keeping only its input
-  // zero.cpp's attention is flash-style (keeps a logsumexp per row, nothing seq x seq);
-  // false models an implementation that stores the softmax output (Megatron's accounting).
-  bool flash_attention = true;
-  bool dropout = false;  // zero.cpp has no dropout; true adds Megatron's dropout masks
-};
-
-struct ActivationMemory {
-  int64_t per_layer_bytes = 0;  // everything one block keeps for its backward
-  int64_t layers_bytes = 0;     // all blocks: with checkpointing, their inputs + one block
-  int64_t logits_bytes = 0;     // the fp32 [tokens, vocab] logits the loss works on
-  int64_t total_bytes() const { return layers_bytes + logits_bytes; }
-};
-
-// Per block, with b = micro_batch, s = seq_len, h = hidden, q / k = query / key-value widths,
-// I = intermediate size, a = heads, all activations 2 bytes:
-//   norms: 2 inputs                 4bsh
-//   attention: qkv input, q, k, v   2bsh + 2bs(q + 2k)
-//              output proj input    2bsq
-//              flash: logsumexp     4abs (fp32)   | stored softmax: 2abs^2
-//   MLP: input                      2bsh
-//        GELU: fc out, gelu out     4bsI          | SwiGLU: gate, up, product 6bsI
-//   dropout (optional): 2 masks     2bsh          (+ stored softmax: mask abs^2, output 2abs^2)
-// For GPT-2 (q = k = h, I = 4h) with stored softmax and dropout this is Megatron's
-// bsh(34 + 5as/h) ("Reducing Activation Recomputation in Large Transformer Models", Korthikanti
-// et al. 2022). With checkpointing the blocks keep only their 2bsh inputs, and backward
-// rebuilds one block at a time: L * 2bsh + per_layer. Logits: 4 * b * s * vocab.
-ActivationMemory estimate_activations(const model::TransformerConfig& config,
-                                      const ActivationSettings& settings);
+// Activations (ActivationSettings, estimate_activations, longest_fitting_seq_len): see
+// sharding/activation_estimator.h. For GPT-2 (q = k = h, I = 4h) with a stored softmax and
+// dropout a block's saved set is Megatron's bsh(34 + 5as/h) ("Reducing Activation Recomputation
+// in Large Transformer Models", Korthikanti et al. 2022).
 
 // A row to judge against a memory budget.
 struct FitCandidate {

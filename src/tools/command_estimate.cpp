@@ -2,6 +2,7 @@
 // (sharding::estimate_model_states, DeepSpeed's estimators), optionally with the activations of
 // a micro-batch, and with --gpu-memory the fastest configuration that fits. The arithmetic is
 // in sharding/memory_estimator; this file turns flags into its inputs and prints a table.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,10 +14,12 @@
 
 #include "core/error.h"
 #include "core/parse_number.h"
+#include "model/sequence_tiling.h"
 #include "model/transformer_config.h"
 #include "sharding/memory_estimator.h"
 #include "tools/arg_parser.h"
 #include "tools/command.h"
+#include "tools/estimate_longest_sequence.h"
 
 namespace zero::tools {
 namespace {
@@ -132,15 +135,50 @@ struct Row {
   int64_t gpu_total = 0;  // states + activations
 };
 
+size_t least_states(const std::vector<Row>& rows) {
+  size_t least = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i].states.gpu_bytes < rows[least].states.gpu_bytes) least = i;
+  }
+  return least;
+}
+
+// The activation flags other than --seq-len: micro-batch, dtype, attention, long-sequence options.
+sharding::ActivationSettings activation_settings(const ArgParser& parser, bool checkpointing,
+                                                 bool cpu_checkpointing_flag) {
+  sharding::ActivationSettings s;
+  s.micro_batch =
+      parser.get("micro-batch").empty() ? 1 : positive_int(parser, "micro-batch", kMaxMicroBatch);
+  s.checkpointing = checkpointing;
+  s.flash_attention = parser.get("attention") != "eager";
+  s.cpu_checkpointing = cpu_checkpointing_flag ||
+                        parse_flag_bool("cpu-checkpointing", parser.get("cpu-checkpointing"));
+  if (s.cpu_checkpointing && !s.checkpointing) {
+    throw ConfigError("zero estimate: --cpu-checkpointing keeps the checkpointed block inputs in "
+                      "host memory: it needs --activation-checkpointing too");
+  }
+  s.tiled_mlp_shards = model::parse_shards_flag("--tiled-mlp", parser.get("tiled-mlp"));
+  s.tiled_logits_shards = model::parse_shards_flag("--tiled-logits", parser.get("tiled-logits"));
+  s.sequence_parallel = positive_int(parser, "sequence-parallel", kMaxGpusPerNode * kMaxNodes);
+  const std::string dtype = parser.get("activation-dtype");
+  if (dtype == "bf16" || dtype == "fp16") s.activation_bytes = 2;
+  else if (dtype == "f32" || dtype == "fp32") s.activation_bytes = 4;
+  else if (dtype == "f64") s.activation_bytes = 8;
+  else throw ConfigError("zero estimate: --activation-dtype must be bf16, fp16, f32 or f64, got \"" +
+                         ArgParser::shown(dtype) + "\"");
+  return s;
+}
+
 }  // namespace
 
 int run_estimate(const Args& args) {
   // Boolean flags may stand alone; ArgParser knows flags with values only.
-  bool json = false, checkpointing_flag = false;
+  bool json = false, checkpointing_flag = false, cpu_checkpointing_flag = false;
   Args flags;
   for (const std::string& arg : args) {
     if (arg == "--json") json = true;
     else if (arg == "--activation-checkpointing") checkpointing_flag = true;
+    else if (arg == "--cpu-checkpointing") cpu_checkpointing_flag = true;
     else flags.push_back(arg);
   }
   ArgParser parser("estimate", flags);
@@ -154,10 +192,18 @@ int run_estimate(const Args& args) {
       .option("offload-param", "", "none, cpu or nvme, ZeRO-3 only (default: as DeepSpeed lists them)")
       .option("buffer-factor", "1.5", "DeepSpeed's additional_buffer_factor on host memory")
       .option("micro-batch", "", "sequences per GPU per step: adds activations (needs --model)")
-      .option("seq-len", "", "tokens per sequence for the activation estimate")
+      .option("seq-len", "", "tokens per sequence for the activation estimate (without it, --gpu-memory "
+              "reports the longest sequence that fits)")
       .option("activation-checkpointing", "false", "recompute blocks in backward (a bare flag means true)")
+      .option("cpu-checkpointing", "false", "keep the checkpointed block inputs in host memory "
+              "(needs --activation-checkpointing; a bare flag means true)")
+      .option("tiled-mlp", "off", "TiledMLP row shards: auto, off or N (only one shard's [rows/N, FFN] lives)")
+      .option("tiled-logits", "off", "tiled logits + loss row shards: auto, off or N (one [rows/N, vocab] shard)")
+      .option("sequence-parallel", "1", "Ulysses sequence_parallel_size: each GPU holds seq-len/N tokens")
+      .option("activation-dtype", "bf16", "bf16, fp16 (2 bytes, DeepSpeed's accounting), f32 or f64")
       .option("attention", "flash", "flash (zero.cpp: no seq x seq buffer) or eager (stores the softmax)")
-      .option("gpu-memory", "", "GiB per GPU: mark which rows fit and recommend the fastest that fits")
+      .option("gpu-memory", "", "GiB per GPU: mark which rows fit and recommend the fastest that fits; "
+              "without --seq-len, the longest sequence that fits")
       .option("cpu-memory", "", "GiB of host memory per node to check as well")
       .option("json", "", "print JSON instead of a table (a bare flag)");
   if (!parser.parse()) return 0;
@@ -241,26 +287,29 @@ int run_estimate(const Args& args) {
     throw ConfigError("zero estimate: --attention must be flash or eager, got \"" + attention + "\"");
   }
   std::optional<sharding::ActivationMemory> activations;
-  sharding::ActivationSettings settings;
-  const bool wants_activations = !parser.get("micro-batch").empty() || !parser.get("seq-len").empty() || checkpointing;
-  if (wants_activations) {
+  sharding::ActivationSettings settings = activation_settings(parser, checkpointing,
+                                                              cpu_checkpointing_flag);
+  std::optional<int64_t> gpu_budget, cpu_budget;
+  if (!parser.get("gpu-memory").empty()) {
+    gpu_budget = static_cast<int64_t>(parse_gib("gpu-memory", parser.get("gpu-memory")) * kGiB);
+  }
+  const bool long_sequence_flags = settings.cpu_checkpointing || settings.tiled_mlp_shards != 1 ||
+                                   settings.tiled_logits_shards != 1 || settings.sequence_parallel != 1;
+  const bool wants_activations = !parser.get("micro-batch").empty() || !parser.get("seq-len").empty() ||
+                                 checkpointing || long_sequence_flags;
+  // --gpu-memory with a model and no --seq-len: what sequence length fits that GPU.
+  const bool wants_longest = config && gpu_budget && parser.get("seq-len").empty();
+  if (wants_activations && !wants_longest) {
     if (!config) {
       throw ConfigError("zero estimate: the activation estimate (--micro-batch/--seq-len/--activation-checkpointing) "
                         "needs the model's shape: pass --model PRESET|DIR instead of --params");
     }
     if (parser.get("seq-len").empty()) {
-      throw ConfigError("zero estimate: --seq-len N is needed for the activation estimate");
+      throw ConfigError("zero estimate: --seq-len N is needed for the activation estimate (or pass "
+                        "--gpu-memory G without it for the longest sequence that fits)");
     }
-    settings.micro_batch =
-        parser.get("micro-batch").empty() ? 1 : positive_int(parser, "micro-batch", kMaxMicroBatch);
     settings.seq_len = positive_int(parser, "seq-len", kMaxEstimateSeqLen);
-    settings.checkpointing = checkpointing;
-    settings.flash_attention = attention == "flash";
     activations = sharding::estimate_activations(*config, settings);
-  }
-  std::optional<int64_t> gpu_budget, cpu_budget;
-  if (!parser.get("gpu-memory").empty()) {
-    gpu_budget = static_cast<int64_t>(parse_gib("gpu-memory", parser.get("gpu-memory")) * kGiB);
   }
   if (!parser.get("cpu-memory").empty()) {
     cpu_budget = static_cast<int64_t>(parse_gib("cpu-memory", parser.get("cpu-memory")) * kGiB);
@@ -276,6 +325,18 @@ int run_estimate(const Args& args) {
   }
   std::optional<size_t> pick;
   if (gpu_budget) pick = sharding::cheapest_fitting(candidates, *gpu_budget, cpu_budget);
+  // The longest sequence per option set, on the states of the row that leaves the most room.
+  // A learned position table (GPT-2) has exactly max_position_embeddings rows: no longer
+  // sequence can run whatever the memory; rotary positions extend (zero train needs
+  // --allow-long-sequences true past max_position_embeddings).
+  const int64_t longest_allowed =
+      config && config->learned_positions
+          ? std::min(kMaxEstimateSeqLen, config->max_position_embeddings)
+          : kMaxEstimateSeqLen;
+  auto longest_rows = [&](const std::vector<Row>& all) {
+    return longest_sequences(*config, settings, all[least_states(all)].states.gpu_bytes,
+                             *gpu_budget, longest_allowed);
+  };
   auto fits = [&](const Row& r) {
     return gpu_budget && r.gpu_total <= *gpu_budget && (!cpu_budget || r.states.cpu_bytes <= *cpu_budget);
   };
@@ -301,10 +362,17 @@ int run_estimate(const Args& args) {
       out["activations"] = {{"micro_batch", settings.micro_batch},
                             {"seq_len", settings.seq_len},
                             {"checkpointing", settings.checkpointing},
+                            {"cpu_checkpointing", settings.cpu_checkpointing},
+                            {"tiled_mlp_shards", activations->mlp_shards},
+                            {"tiled_logits_shards", activations->logits_shards},
+                            {"sequence_parallel", settings.sequence_parallel},
                             {"per_layer_bytes", activations->per_layer_bytes},
                             {"layers_bytes", activations->layers_bytes},
-                            {"logits_bytes", activations->logits_bytes}};
+                            {"logits_bytes", activations->logits_bytes},
+                            {"peak_bytes", activations->peak_bytes},
+                            {"host_bytes", activations->host_bytes}};
     }
+    if (wants_longest) out["longest_sequence"] = longest_sequences_json(longest_rows(rows));
     out["rows"] = nlohmann::json::array();
     for (const Row& r : rows) {
       nlohmann::json row = {{"stage", r.options.stage},
@@ -334,13 +402,19 @@ int run_estimate(const Args& args) {
               static_cast<long long>(shape.total_params / 1000000),
               static_cast<long long>(shape.largest_layer_params / 1000000));
   if (activations) {
-    std::printf("Activations per GPU: micro-batch %lld x %lld tokens, checkpointing %s, %s attention: "
-                "%s per block, %s for %lld blocks + %s fp32 logits = %s\n",
+    std::printf("Activations per GPU: micro-batch %lld x %lld tokens, checkpointing %s%s, %s attention, "
+                "tiled MLP %lld shard(s), tiled logits %lld shard(s), sequence parallel %lld: "
+                "%s per block, %s for %lld blocks, %s logits; peak %s",
                 static_cast<long long>(settings.micro_batch), static_cast<long long>(settings.seq_len),
-                settings.checkpointing ? "on" : "off", attention.c_str(),
+                settings.checkpointing ? "on" : "off", settings.cpu_checkpointing ? " (inputs on the host)" : "",
+                attention.c_str(), static_cast<long long>(activations->mlp_shards),
+                static_cast<long long>(activations->logits_shards),
+                static_cast<long long>(settings.sequence_parallel),
                 gib(activations->per_layer_bytes).c_str(), gib(activations->layers_bytes).c_str(),
                 static_cast<long long>(config->num_layers), gib(activations->logits_bytes).c_str(),
                 gib(activations->total_bytes()).c_str());
+    if (activations->host_bytes > 0) std::printf(" + %s in host memory", gib(activations->host_bytes).c_str());
+    std::printf("\n");
   }
   std::printf("\n");
   std::string header = "stage  offload_optimizer  offload_param  zero_init   GPU states";
@@ -363,10 +437,24 @@ int run_estimate(const Args& args) {
               "with the buffer factor. zero_init=1: the model is built partitioned (deepspeed.zero.Init).\n",
               activations ? "; GPU total adds the activations" : "");
   if (!gpu_budget) return 0;
-  std::printf("\n");
   const std::string budget = parser.get("gpu-memory") + " GiB per GPU" +
                              (cpu_budget ? " and " + parser.get("cpu-memory") + " GiB per node" : "");
-  if (!activations) {
+  if (wants_longest) {
+    const Row& smallest = rows[least_states(rows)];
+    const std::vector<LongestSequenceRow> longest = longest_rows(rows);
+    print_longest_sequences(longest, parser.get("gpu-memory") + " GiB per GPU",
+                            describe(smallest.options) + " (the listed configuration with the least "
+                            "GPU states, " + gib(smallest.states.gpu_bytes) + ")", longest_allowed);
+    if (config->learned_positions) {
+      std::printf("(at most the model's %lld learned positions: a learned position table cannot extend)\n",
+                  static_cast<long long>(config->max_position_embeddings));
+    } else if (longest.back().longest_seq_len > config->max_position_embeddings) {
+      std::printf("(past the model's max_position_embeddings, %lld, zero train needs --allow-long-sequences true)\n",
+                  static_cast<long long>(config->max_position_embeddings));
+    }
+  }
+  std::printf("\n");
+  if (!activations && !wants_longest) {
     std::printf("note: activations are not counted; pass --model, --micro-batch and --seq-len to include them\n");
   }
   if (pick) {

@@ -16,6 +16,7 @@
 #include "backend/cuda/nccl_comm.h"
 #endif
 #include "comm/host_staged_comm.h"
+#include "comm/mesh.h"
 #include "comm/self_comm.h"
 #include "comm/world.h"
 #include "core/error.h"
@@ -26,7 +27,10 @@
 #include "engine/peak_flops.h"
 #include "engine/trainer.h"
 #include "model/hf_checkpoint.h"
+#include "model/sequence_tiling.h"
+#include "model/sequence_length.h"
 #include "model/transformer_builder.h"
+#include "model/ulysses_attention.h"
 #include "tools/arg_parser.h"
 #include "tools/command.h"
 
@@ -203,9 +207,15 @@ int run_train(const Args& args) {
       .option("device", "cpu",
               "cpu, or sim: the simulated device (CPU kernels on memory host code may not "
               "touch; checks a run is device-clean without a GPU), cuda or cuda:N (a build with CUDA)")
+      .option("tiled-mlp", "auto", "auto, off or N: run each block's MLP over N sequence shards, recomputed in backward (auto: ceil(seq-len / hidden) when that is > 1)")
+      .option("tiled-logits", "auto", "auto, off or N: run the LM head + loss over N sequence shards, never holding the full logits (auto: when it lowers the peak)")
       .option("gradient-checkpointing", "false",
               "true: recompute each transformer block's activations in backward (less memory, "
-              "about one more forward pass of compute; Hugging Face's gradient_checkpointing)");
+              "about one more forward pass of compute; Hugging Face's gradient_checkpointing)")
+      .option("allow-long-sequences", "false",
+              "true: allow --seq-len past the model's max_position_embeddings (rotary models "
+              "only: their positions are computed for any length; a learned position table, as "
+              "GPT-2's, cannot extend)");
   if (!parser.parse()) return 0;
   const int64_t seq_len = parser.get_int("seq-len");
   const int64_t steps = parser.get_int("steps");
@@ -260,6 +270,23 @@ int run_train(const Args& args) {
     throw ConfigError("zero train: --gradient-checkpointing takes true or false, got \"" +
                       checkpointing + "\"");
   }
+  const std::optional<bool> allow_long = bool_flag(parser, "allow-long-sequences");
+  model::check_sequence_length(shape, seq_len, allow_long.value_or(false), "zero train");
+  model::SequenceTiling tiling;
+  tiling.mlp_shards = model::parse_shards_flag("zero train: --tiled-mlp", parser.get("tiled-mlp"));
+  tiling.logits_shards =
+      model::parse_shards_flag("zero train: --tiled-logits", parser.get("tiled-logits"));
+  // Ulysses sequence parallelism: the ranks, the heads and the sequence must split by sp.
+  const comm::MeshShape mesh_shape =
+      comm::Mesh::sequence_parallel_shape(comm.world_size(), settings.sequence_parallel_size);
+  if (mesh_shape.sp > 1) {
+    model::ulysses_heads(shape.num_heads, shape.num_kv_heads, mesh_shape.sp);
+    if (seq_len % mesh_shape.sp != 0) {
+      throw ConfigError("zero train: --seq-len " + std::to_string(seq_len) +
+                        " does not divide by sequence_parallel_size " + std::to_string(mesh_shape.sp) +
+                        "; each rank of a sequence group holds an equal part: use a multiple of it");
+    }
+  }
   // Before anything is allocated: does this run fit this machine's memory?
   engine::MemoryPreflightRequest need;
   need.micro_batch = settings.micro_batch_size;
@@ -270,6 +297,10 @@ int run_train(const Args& args) {
   need.world_size = comm.world_size();
   need.ranks_on_this_machine = ranks_on_this_machine(comm.world_size());
   need.activation_checkpointing = checkpointing == "true";
+  need.tiled_mlp_shards = tiling.mlp_shards;
+  need.tiled_logits_shards = tiling.logits_shards;
+  need.sequence_parallel = settings.sequence_parallel_size;
+  need.cpu_checkpointing = settings.activation_checkpointing.cpu_checkpointing;
   engine::check_training_memory(shape, need);
 
   // `--device cuda` with several ranks: when every rank has a GPU of its own (local rank < GPUs on
@@ -303,6 +334,14 @@ int run_train(const Args& args) {
     }
   }
   comm::Comm& group = device_group ? *device_group : comm;
+  // Ulysses sequence parallelism (the config's sequence_parallel_size): groups of sp
+  // consecutive ranks share each sequence, dp = world / sp; ZeRO runs over the data x sequence
+  // group and the data sources are indexed by the data-parallel rank, so a sequence group reads
+  // the same batches and the engine keeps each rank's part of them.
+  std::optional<comm::Mesh> mesh;
+  if (mesh_shape.sp > 1) mesh.emplace(group, mesh_shape);
+  const int data_rank = mesh ? mesh->coordinate(comm::MeshAxis::kData) : comm.rank();
+  const int data_ranks = mesh_shape.dp;
   std::unique_ptr<model::Model> net;
   if (is_model_folder(model_arg)) {
     net = model::load_hf_model(model_arg, *device, DType::kF32);
@@ -311,11 +350,8 @@ int run_train(const Args& args) {
     model::init_parameters(*net, seed);
   }
   net->set_activation_checkpointing(checkpointing == "true");
+  net->set_sequence_tiling(tiling);
   const int64_t vocab = net->config()->vocab_size;
-  if (seq_len > net->config()->max_position_embeddings && net->config()->learned_positions) {
-    throw ConfigError("zero train: --seq-len " + std::to_string(seq_len) + " exceeds the model's " +
-                      std::to_string(net->config()->max_position_embeddings) + " positions");
-  }
 
   std::unique_ptr<engine::TrainingData> data, eval_data;
   const std::string data_arg = parser.get("data");
@@ -325,21 +361,22 @@ int run_train(const Args& args) {
                         std::to_string(kSyntheticVocab) + " tokens; the model has " + std::to_string(vocab));
     }
     auto source = std::make_shared<data::MarkovSource>(kSyntheticVocab, kSyntheticOrder, kSyntheticSupport, seed);
-    data = std::make_unique<engine::SyntheticData>(source, comm.rank(), comm.world_size(), 0);
+    data = std::make_unique<engine::SyntheticData>(source, data_rank, data_ranks, 0);
     if (parser.get("eval-data").empty()) {
-      eval_data = std::make_unique<engine::SyntheticData>(source, comm.rank(), comm.world_size(), 1);
+      eval_data = std::make_unique<engine::SyntheticData>(source, data_rank, data_ranks, 1);
     }
   } else {
-    data = std::make_unique<engine::ShardData>(split_paths(data_arg), vocab, seq_len, comm.rank(),
-                                               comm.world_size(), seed,
+    data = std::make_unique<engine::ShardData>(split_paths(data_arg), vocab, seq_len, data_rank,
+                                               data_ranks, seed,
                                                settings.dataloader_drop_last);
   }
   if (!parser.get("eval-data").empty()) {
     eval_data = std::make_unique<engine::ShardData>(split_paths(parser.get("eval-data")), vocab, seq_len,
-                                                    comm.rank(), comm.world_size(), seed + 1);
+                                                    data_rank, data_ranks, seed + 1);
   }
 
-  engine::Engine engine(std::move(net), settings, group);
+  engine::Engine engine(std::move(net), settings, mesh ? mesh->data_sequence_group() : group,
+                        mesh ? &mesh->group(comm::MeshAxis::kSequence) : nullptr);
   engine::TrainerOptions options;
   options.steps = steps;
   options.seq_len = seq_len;
@@ -365,8 +402,18 @@ int run_train(const Args& args) {
   std::printf("zero train: %s (%lld parameters), data: %s\n", model_arg.c_str(),
               static_cast<long long>(engine.model().config()->num_parameters()), data->description().c_str());
   if (comm.world_size() > 1) {
-    std::printf("data parallel: %d ranks over %s, ZeRO stage %lld\n", comm.world_size(),
+    // The data-parallel size is world / sp; under sequence parallelism ZeRO still partitions
+    // over every rank (the data x sequence group).
+    std::printf("data parallel: %d ranks over %s, ZeRO stage %lld", mesh_shape.dp,
                 comm.name().c_str(), static_cast<long long>(settings.zero.stage));
+    if (mesh) std::printf(" over the %d ranks of the data x sequence group", comm.world_size());
+    std::printf("\n");
+  }
+  if (mesh) {
+    std::printf("sequence parallel: sp=%d x dp=%d (Ulysses; each rank holds %lld of %lld tokens "
+                "per sequence)\n",
+                mesh_shape.sp, mesh_shape.dp, static_cast<long long>(seq_len / mesh_shape.sp),
+                static_cast<long long>(seq_len));
   }
   std::printf("batch: %lld sequences x %lld tokens per step (micro %lld x accumulation %lld), "
               "optimizer %s, schedule %s\n",
@@ -374,6 +421,21 @@ int run_train(const Args& args) {
               static_cast<long long>(settings.micro_batch_size),
               static_cast<long long>(settings.gradient_accumulation_steps), settings.optimizer_type.c_str(),
               settings.scheduler_type.empty() ? "constant" : settings.scheduler_type.c_str());
+  // What the units resolve (model/sequence_tiling.h) for this rank's part of each sequence.
+  const int64_t local_seq = seq_len / std::max<int64_t>(1, settings.sequence_parallel_size);
+  const int64_t rows = settings.micro_batch_size * local_seq;
+  const int64_t mlp_shards =
+      std::min(rows, model::resolve_mlp_shards(tiling.mlp_shards, local_seq, shape.hidden_size));
+  const int64_t logits_shards = std::min(
+      rows, model::resolve_logits_shards(tiling.logits_shards, local_seq, shape.hidden_size,
+                                         shape.vocab_size));
+  if (mlp_shards > 1 || logits_shards > 1) {
+    std::printf("tiled compute over the %lld rows of a micro-batch: MLP in %lld shards (--tiled-mlp %s), "
+                "logits + loss in %lld shards (--tiled-logits %s)\n",
+                static_cast<long long>(rows), static_cast<long long>(mlp_shards),
+                model::describe_shards(tiling.mlp_shards).c_str(), static_cast<long long>(logits_shards),
+                model::describe_shards(tiling.logits_shards).c_str());
+  }
   std::printf("MFU is relative to this machine's measured f32 matmul rate, %.1f GFLOP/s\n",
               options.peak_flops / 1e9);
   const engine::TrainingSummary summary = engine::run_training(engine, *data, eval_data.get(), options);

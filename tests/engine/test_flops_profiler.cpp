@@ -199,6 +199,33 @@ TEST_F(FlopsProfilerTest, OneRowPerUnitAndTotalsFromTheMfuFormulaTable) {
   EXPECT_NE(text.find("    qkv projection: "), std::string::npos) << text;
 }
 
+// Ulysses: a rank of a sequence group of 2 computes half of every sequence's products, and the
+// report counts data-parallel ranks as world / sp.
+TEST_F(FlopsProfilerTest, SequenceParallelRanksReportTheirShareOfTheWork) {
+  const EngineSettings s = settings();
+  backend::CpuBackend cpu;
+  comm::SelfComm self;
+  Engine engine(zero_test::small_model("llama", cpu), s, self);
+  FlopsProfiler profiler(s.flops_profiler, engine.model(), {0, 4, kMicro, kGas, kSeqLen, 2});
+  for (int64_t step = 0; step < 2; ++step) {
+    profiler.before_step(engine.global_steps());
+    zero_test::train_step(engine, step, 0, kSeqLen);
+    profiler.after_step();
+  }
+  ASSERT_TRUE(profiler.last_profile().has_value());
+  const FlopsProfile& p = *profiler.last_profile();
+  double whole = 0.0;
+  for (const auto& unit : model::unit_flops(*engine.model().config(), kMicro * kGas, kSeqLen)) {
+    whole += unit.forward_flops();
+  }
+  EXPECT_DOUBLE_EQ(p.forward_flops(), whole / 2.0);
+  const std::string text = read_text(report());
+  EXPECT_NE(text.find("data parallel size:"), std::string::npos) << text;
+  const size_t dp = text.find("data parallel size:");
+  EXPECT_EQ(text.substr(dp, text.find('\n', dp) - dp).back(), '2') << text;
+  EXPECT_NE(text.find("sequence parallel size:"), std::string::npos) << text;
+}
+
 TEST_F(FlopsProfilerTest, ProfilingLeavesLossesAndWeightsBitIdenticalUnderZero3) {
   EngineSettings with = settings(3);
   EngineSettings without = settings(3);

@@ -112,5 +112,46 @@ TEST(MemoryPreflight, InvalidRequestsNameTheFlag) {
   EXPECT_TRUE(has(error_of(config, r, machine_with(int64_t{1} << 40)), "world size"));
 }
 
+// The preflight charges the long-sequence options through the same activation model as
+// `zero estimate` (sharding/activation_estimator.h): tiling and sequence parallelism lower the
+// activation bytes, cpu_checkpointing moves the saved block inputs to the host column, and a
+// sequence that sequence_parallel_size does not divide is a clear error.
+TEST(MemoryPreflight, LongSequenceOptionsUseTheEstimatorsActivations) {
+  const model::TransformerConfig config = model::preset_config("llama-1b");
+  MemoryPreflightRequest r;
+  r.seq_len = 32768;
+  r.activation_checkpointing = true;
+  sharding::ActivationSettings s;
+  s.seq_len = r.seq_len;
+  s.checkpointing = true;
+  s.activation_bytes = r.activation_bytes;
+  const MemoryNeed plain = estimate_training_memory(config, r);
+  EXPECT_EQ(plain.activation_bytes, sharding::estimate_activations(config, s).peak_bytes);
+  EXPECT_EQ(plain.checkpoint_host_bytes, 0);
+
+  r.tiled_mlp_shards = r.tiled_logits_shards = 0;  // auto
+  const MemoryNeed tiled = estimate_training_memory(config, r);
+  EXPECT_LT(tiled.activation_bytes, plain.activation_bytes / 2);
+
+  r.cpu_checkpointing = true;
+  const MemoryNeed on_host = estimate_training_memory(config, r);
+  EXPECT_LT(on_host.activation_bytes, tiled.activation_bytes);
+  // 16 block inputs of 32768 x 2048 f32 values.
+  EXPECT_EQ(on_host.checkpoint_host_bytes, int64_t{16} * 32768 * 2048 * 4);
+  EXPECT_EQ(on_host.total_bytes,
+            on_host.model_state_bytes + on_host.activation_bytes + on_host.checkpoint_host_bytes);
+
+  r.sequence_parallel = 4;
+  EXPECT_LT(estimate_training_memory(config, r).activation_bytes, on_host.activation_bytes);
+  r.seq_len = 32766;  // not a multiple of 4
+  try {
+    estimate_training_memory(config, r);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(has(e.what(), "sequence_parallel_size (4)")) << e.what();
+    EXPECT_TRUE(has(e.what(), "--seq-len (32766)")) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace zero::engine

@@ -161,4 +161,59 @@ TEST(ZeroEstimate, BadFlagsExitWithTwoAndNameTheFlag) {
   }
 }
 
+// Without --seq-len, --gpu-memory reports the longest sequence that fits for each option set,
+// and each option set fits a longer sequence than the one before it (llama-1b on one 80 GiB GPU
+// at ZeRO-3: plain ~36k, checkpointing ~106k, + tiling ~636k, + host checkpoints ~1.5M tokens).
+TEST(ZeroEstimate, LongestSequenceThatFitsEachOptionSet) {
+  const std::string args = "estimate --model llama-1b --stage 3 --offload-optimizer none --gpu-memory 80";
+  Result r = run_zero(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "Longest sequence that fits 80 GiB per GPU")) << r.output;
+  EXPECT_FALSE(has(r.output, "activations are not counted")) << r.output;
+  r = run_zero(args + " --json", /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = nlohmann::json::parse(r.output)["longest_sequence"];
+  ASSERT_EQ(rows.size(), 4u) << r.output;
+  EXPECT_EQ(rows[0]["options"], "plain");
+  EXPECT_EQ(rows[3]["cpu_checkpointing"], true);
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_GT(rows[i]["longest_seq_len"].get<int64_t>(), rows[i - 1]["longest_seq_len"].get<int64_t>()) << i;
+  }
+  EXPECT_GT(rows[0]["longest_seq_len"].get<int64_t>(), 16'000);
+  EXPECT_GT(rows[3]["longest_seq_len"].get<int64_t>(), 1'000'000);
+  EXPECT_GT(rows[3]["host_bytes"].get<int64_t>(), 0);
+  // Sequence parallelism over 4 GPUs: lengths are multiples of 4 and longer.
+  r = run_zero(args + " --sequence-parallel 4 --json", /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto sp_rows = nlohmann::json::parse(r.output)["longest_sequence"];
+  EXPECT_EQ(sp_rows[1]["longest_seq_len"].get<int64_t>() % 4, 0);
+  EXPECT_GT(sp_rows[1]["longest_seq_len"].get<int64_t>(), rows[1]["longest_seq_len"].get<int64_t>());
+}
+
+// The long-sequence options change the estimate at a given length, and are checked.
+TEST(ZeroEstimate, LongSequenceOptions) {
+  const std::string base = "estimate --model llama-1b --stage 3 --seq-len 65536 --json --activation-checkpointing";
+  auto peak = [](const Result& r) {
+    return nlohmann::json::parse(r.output)["activations"]["peak_bytes"].get<int64_t>();
+  };
+  const Result plain = run_zero(base, false);
+  const Result tiled = run_zero(base + " --tiled-mlp auto --tiled-logits auto", false);
+  const Result host = run_zero(base + " --tiled-mlp auto --tiled-logits auto --cpu-checkpointing", false);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(tiled.exit_code, 0) << tiled.output;
+  ASSERT_EQ(host.exit_code, 0) << host.output;
+  EXPECT_LT(peak(tiled), peak(plain));
+  EXPECT_LT(peak(host), peak(tiled));
+  EXPECT_GT(nlohmann::json::parse(host.output)["activations"]["host_bytes"].get<int64_t>(), 0);
+  const Result bad_tiles = run_zero("estimate --model tiny --seq-len 64 --stage 0 --tiled-mlp many");
+  EXPECT_EQ(bad_tiles.exit_code, 2) << bad_tiles.output;
+  EXPECT_TRUE(has(bad_tiles.output, "--tiled-mlp")) << bad_tiles.output;
+  const Result host_alone = run_zero("estimate --model tiny --seq-len 64 --stage 0 --cpu-checkpointing");
+  EXPECT_EQ(host_alone.exit_code, 2) << host_alone.output;
+  EXPECT_TRUE(has(host_alone.output, "needs --activation-checkpointing")) << host_alone.output;
+  const Result sp = run_zero("estimate --model tiny --seq-len 63 --stage 0 --sequence-parallel 2");
+  EXPECT_EQ(sp.exit_code, 2) << sp.output;
+  EXPECT_TRUE(has(sp.output, "divide the sequence length")) << sp.output;
+}
+
 }  // namespace

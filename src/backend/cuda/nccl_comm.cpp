@@ -258,10 +258,15 @@ NcclComm::NcclComm(Comm& host, backend::CudaBackend& backend)
   ZERO_NCCL_CHECK(ncclCommInitRank(&handle_->comm, size_, id, rank_));
 }
 
-NcclComm::NcclComm(std::unique_ptr<Handle> handle, Comm& host, backend::CudaBackend& backend)
-    : handle_(std::move(handle)), host_(host), backend_(backend) {
+NcclComm::NcclComm(std::unique_ptr<Handle> handle, std::unique_ptr<Comm> host,
+                   backend::CudaBackend& backend)
+    : handle_(std::move(handle)), owned_host_(std::move(host)), host_(*owned_host_), backend_(backend) {
   ZERO_NCCL_CHECK(ncclCommUserRank(handle_->comm, &rank_));
   ZERO_NCCL_CHECK(ncclCommCount(handle_->comm, &size_));
+  ZERO_CHECK(host_.rank() == rank_ && host_.world_size() == size_,
+             "NcclComm::split: the NCCL group (rank " << rank_ << " of " << size_
+                                                      << ") and the host group (rank " << host_.rank()
+                                                      << " of " << host_.world_size() << ") disagree");
 }
 
 NcclComm::~NcclComm() {
@@ -569,9 +574,11 @@ std::unique_ptr<Comm> NcclComm::split(int color, int key) {
   ZERO_CHECK(color >= 0, "NcclComm::split: color " << color << " must be >= 0");
   ZERO_CHECK(handle_->comm != nullptr,
              "NcclComm::split: the communicator was aborted (abort_job); create a new one");
+  // Both splits are collective over this group; every rank makes them in the same order.
+  std::unique_ptr<Comm> host_group = host_.split(color, key);
   auto child = std::make_unique<Handle>();
   ZERO_NCCL_CHECK(ncclCommSplit(handle_->comm, color, key, &child->comm, nullptr));
-  return std::unique_ptr<Comm>(new NcclComm(std::move(child), host_, backend_));
+  return std::unique_ptr<Comm>(new NcclComm(std::move(child), std::move(host_group), backend_));
 }
 
 void NcclComm::abort_job(int code) {

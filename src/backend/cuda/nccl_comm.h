@@ -30,8 +30,9 @@
 // for the asynchronous ones (GPU time is not measured).
 //
 // Ownership and lifetime: `backend` and the host Comm must outlive this (and every Comm split()
-// returns); NcclComm must be destroyed before the backend. Ranks sharing one GPU cannot use NCCL
-// (it refuses duplicate devices): use HostStagedComm. Thread safety: as Comm.
+// returns: each owns the matching split of the host Comm); NcclComm must be destroyed before
+// the backend. Ranks sharing one GPU cannot use NCCL (it refuses duplicate devices): use
+// HostStagedComm. Thread safety: as Comm.
 //
 // Only built with CUDA and NCCL (ZERO_HAVE_NCCL).
 #pragma once
@@ -78,8 +79,10 @@ class NcclComm final : public Comm {
                                              ReduceOp op) override;
   std::shared_ptr<Work> all_gather_async(const Tensor& input, Tensor& output) override;
 
-  // ncclCommSplit; `color` must be >= 0. The new group shares this one's host Comm (used only
-  // by abort_job) and backend.
+  // ncclCommSplit; `color` must be >= 0. The host Comm is split with the same color and key (the
+  // new group owns it), so the group's host-tensor calls - all_reduce_scalar, the engine's loss
+  // and checkpoint scalars - stay within the group, as its device calls do. Both splits order
+  // ranks by key, ties by rank in this group, so the two agree (checked). Shares the backend.
   std::unique_ptr<Comm> split(int color, int key) override;
   // ncclCommAbort (pending collectives are abandoned), then the host Comm's abort_job.
   void abort_job(int code) override;
@@ -87,7 +90,8 @@ class NcclComm final : public Comm {
   struct Handle;  // the ncclComm_t (defined in nccl_comm.cpp)
 
  private:
-  NcclComm(std::unique_ptr<Handle> handle, Comm& host, backend::CudaBackend& backend);
+  // A split() group: `handle` from ncclCommSplit, `host` the host Comm split the same way.
+  NcclComm(std::unique_ptr<Handle> handle, std::unique_ptr<Comm> host, backend::CudaBackend& backend);
   // Orders the comm stream after the current stream's work, runs `enqueue` (which puts the NCCL
   // operation on the comm stream) and returns the event recorded after it. Counts the call.
   backend::Event launch(OpKind kind, int64_t message_bytes, int64_t traffic_bytes,
@@ -106,6 +110,7 @@ class NcclComm final : public Comm {
   void count(OpKind kind, int64_t message_bytes, int64_t traffic_bytes);
 
   std::unique_ptr<Handle> handle_;
+  std::unique_ptr<Comm> owned_host_;  // split() groups only: the split host Comm host_ refers to
   Comm& host_;
   backend::CudaBackend& backend_;
   int rank_ = 0;

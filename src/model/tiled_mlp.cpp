@@ -1,0 +1,95 @@
+#include "model/tiled_mlp.h"
+
+#include "core/check.h"
+
+namespace zero::model {
+namespace {
+
+const Tensor* optional(const Tensor& t) { return t.defined() ? &t : nullptr; }
+Tensor* optional(Tensor& t) { return t.defined() ? &t : nullptr; }
+
+}  // namespace
+
+TiledMlp::TiledMlp(const TransformerConfig& config)
+    : inner_(config.intermediate_size),
+      swiglu_(config.mlp == MlpKind::kSwiGlu),
+      norm_(config.norm, config.norm_eps) {}
+
+void TiledMlp::shard_forward(backend::Backend& be, const Tensor& x1, Tensor* y,
+                             const MlpTensors& p, bool save) {
+  const int64_t rows = x1.size(0);
+  const DType dt = x1.dtype();
+  const auto act = MemoryCategory::kActivations;
+  Tensor h2 = norm_.forward(be, x1, p.norm_weight, optional(p.norm_bias), save);
+  Tensor up = be.empty({rows, p.up.size(0)}, dt, act);
+  be.linear_forward(up, h2, p.up, optional(p.up_bias));
+  Tensor activated = be.empty({rows, inner_}, dt, act);
+  if (swiglu_) {
+    be.swiglu_forward(activated, up);
+  } else {
+    be.gelu_forward(activated, up);
+  }
+  if (y != nullptr) {
+    be.linear_forward(*y, activated, p.down, optional(p.down_bias));
+    be.add(*y, x1, 1.0);  // the residual
+  }
+  if (save) {
+    x1_ = x1;
+    h2_ = h2;
+    up_ = up;
+    act_ = activated;
+  }
+}
+
+Tensor TiledMlp::shard_backward(backend::Backend& be, const Tensor& dy, const MlpTensors& p,
+                                MlpTensors& g) {
+  ZERO_CHECK(act_.defined(), "MLP backward without a saved forward");
+  const int64_t rows = dy.size(0);
+  const DType dt = dy.dtype();
+  const auto act = MemoryCategory::kActivations;
+  Tensor d_act = be.empty({rows, inner_}, dt, act);
+  be.linear_backward(&d_act, g.down, optional(g.down_bias), dy, act_, p.down);
+  act_ = Tensor();
+  Tensor d_up = be.empty(up_.shape(), dt, act);
+  if (swiglu_) {
+    be.swiglu_backward(d_up, d_act, up_);
+  } else {
+    be.gelu_backward(d_up, d_act, up_);
+  }
+  d_act = Tensor();
+  up_ = Tensor();
+  Tensor d_h2 = be.empty({rows, x1_.size(1)}, dt, act);
+  be.linear_backward(&d_h2, g.up, optional(g.up_bias), d_up, h2_, p.up);
+  d_up = Tensor();
+  h2_ = Tensor();
+  Tensor d_x1 = norm_.backward(be, d_h2, x1_, p.norm_weight, g.norm_weight, optional(g.norm_bias));
+  be.add(d_x1, dy, 1.0);  // the residual path
+  x1_ = Tensor();
+  return d_x1;
+}
+
+Tensor TiledMlp::forward(backend::Backend& be, const Tensor& x1, const MlpTensors& params,
+                         int64_t shards, bool training) {
+  return tiles_.forward(be, x1, shards, x1.size(1), x1.dtype(), training,
+                        [&](const Tensor& x, Tensor* y, bool save) {
+                          shard_forward(be, x, y, params, save);
+                        });
+}
+
+Tensor TiledMlp::backward(backend::Backend& be, const Tensor& dy, const MlpTensors& params,
+                          MlpTensors& grads) {
+  Tensor dx = tiles_.backward(
+      be, dy,
+      [&](const Tensor& x, Tensor* y, bool save) { shard_forward(be, x, y, params, save); },
+      [&](const Tensor& dy_shard) { return shard_backward(be, dy_shard, params, grads); });
+  release();
+  return dx;
+}
+
+void TiledMlp::release() {
+  x1_ = h2_ = up_ = act_ = Tensor();
+  norm_.release();
+  tiles_.release();
+}
+
+}  // namespace zero::model

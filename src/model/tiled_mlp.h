@@ -1,0 +1,52 @@
+// TiledMlp: the MLP half of a pre-norm transformer block, y = x1 + down(act(up(norm(x1)))) with
+// act = GELU (c_fc) or SwiGLU (gate | up fused), run over row shards through SequenceTiledCompute
+// (ALST's TiledMLP). Every op is row-independent, so tiling changes only the order in which weight
+// gradients are summed. With N > 1 shards a training forward keeps only x1; backward recomputes
+// each shard's norm statistics, up projection and activation from x1 and back-propagates that
+// shard, so one shard's [rows/N, FFN] intermediates exist at a time. With N = 1 it saves its
+// intermediates and runs exactly as the untiled block did.
+//
+// Parameters are not owned: the block passes views of its own (bound now) every call.
+#pragma once
+#include "model/norm_layer.h"
+#include "model/sequence_tiled.h"
+#include "model/transformer_config.h"
+
+namespace zero::model {
+
+// Views of the MLP half's parameters (or of their gradients). Undefined biases: none.
+struct MlpTensors {
+  Tensor norm_weight, norm_bias;  // [C]
+  Tensor up, up_bias;             // [up_width, C] (gate and up fused for SwiGLU), [up_width]
+  Tensor down, down_bias;         // [C, FFN], [C]
+};
+
+class TiledMlp {
+ public:
+  explicit TiledMlp(const TransformerConfig& config);
+
+  // Whether the norm has a bias (LayerNorm) - the block declares parameters accordingly.
+  bool norm_has_bias() const { return norm_.has_bias(); }
+  // y [rows, C] for x1 [rows, C] over `shards` row shards (clamped to rows).
+  Tensor forward(backend::Backend& backend, const Tensor& x1, const MlpTensors& params,
+                 int64_t shards, bool training);
+  // d x1 for dy = d y (the residual included); gradients accumulate (+=) into `grads`.
+  Tensor backward(backend::Backend& backend, const Tensor& dy, const MlpTensors& params,
+                  MlpTensors& grads);
+  void release();
+
+ private:
+  // One shard (or all rows) forward: see SequenceTiledCompute::ShardForward.
+  void shard_forward(backend::Backend& backend, const Tensor& x1, Tensor* y,
+                     const MlpTensors& params, bool save);
+  Tensor shard_backward(backend::Backend& backend, const Tensor& dy, const MlpTensors& params,
+                        MlpTensors& grads);
+
+  int64_t inner_;
+  bool swiglu_;
+  NormLayer norm_;
+  SequenceTiledCompute tiles_;
+  Tensor x1_, h2_, up_, act_;  // what the last forward(save) kept, for one shard
+};
+
+}  // namespace zero::model
