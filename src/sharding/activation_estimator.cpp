@@ -100,11 +100,17 @@ ActivationMemory estimate_activations(const model::TransformerConfig& c,
   } else {
     mlp_phase = add({dy, mul({t, w, std::max(inter, up)})});
   }
-  // dy, d_x1, d_attn, d_qkv, d_h1 and dx all alive at the norm's backward: d_attn and d_qkv are
-  // dropped early but head views of them live to the end of the block's backward (and under
-  // Ulysses the gathered gradients, of the gathered tensors' shapes).
-  const int64_t attention_grads =
-      mul({t, add({mul({w, add({mul({4, h}), mul({2, q}), mul({2, kv})})}), gathered_row})});
+  // The attention half (the MLP's saved set is freed by then): at the norm's backward dy, d_x1,
+  // d_attn, d_qkv, d_h1 and dx are alive (d_attn and d_qkv are dropped early, but head views of
+  // them live to the end of the block's backward). Under Ulysses the core attention's backward
+  // also runs on gathered tensors: while it runs, dy, d_x1, d_attn, d_qkv and the gathered
+  // output and q/k/v gradients (one gathered row) are alive on top of the saved gathered
+  // tensors, which are released before d_h1 and dx exist.
+  const int64_t attention_end =
+      mul({t, add({mul({w, add({mul({4, h}), mul({2, q}), mul({2, kv})})}), -gathered_row})});
+  const int64_t attention_core =
+      mul({t, add({mul({w, add({mul({2, h}), mul({2, q}), mul({2, kv})})}), gathered_row})});
+  const int64_t attention_grads = std::max(attention_end, attention_core);
   const int64_t attention_phase = attention_grads - mlp_saved;  // the MLP's saved set is freed
   const int64_t recompute_phase = a.checkpointing ? mul({2, dy}) : 0;  // dy + the output y
   m.backward_bytes = std::max({mlp_phase, attention_phase, recompute_phase});

@@ -32,7 +32,10 @@
 //      MLP tiled:   dx (t w h) + one shard recomputed (h2, up, act) and its gradients:
 //                   r (w (h + U + I + max(I, U)) + f), the saved MLP set being x1 only
 //      attention:   the MLP's saved set is gone; dy, d_x1, d_attn, d_qkv, d_h1 and the norm's
-//                   dx: t w (4h + 2q + 2kv) (d_attn and d_qkv stay alive through head views)
+//                   dx: t w (4h + 2q + 2kv) (d_attn and d_qkv stay alive through head views);
+//                   Ulysses: also the larger of that minus the saved gathered tensors (freed
+//                   first) and t w (2h + 2q + 2kv) + the gathered output and qkv gradients
+//                   (t w (2q + 2 kv_r)) while the core attention's backward runs
 //      recompute (checkpointing): the block's saved set + dy + its output y: 2 t w h.
 // With checkpointing the "other blocks" hold only their inputs (L t w h at the head moment); with
 // cpu_checkpointing those live in host memory (host_bytes = L t w h) and the device holds the
