@@ -172,6 +172,37 @@ class Backend {
                                      const Tensor& targets, int64_t ignore_index,
                                      double grad_scale) = 0;
 
+  // ---- vocabulary slices (tensor parallelism: model/vocab_parallel.h) --------------------------
+  // A rank holds rows [first_id, first_id + table rows) of an embedding table, or columns
+  // [first_column, first_column + V_local) of the logits. The full logits row is never needed:
+  // a group runs the three cross-entropy passes with an all-reduce (max, then sum) between them.
+  // Ids/targets are not range-checked (another rank's id is legal); ids as embedding_forward.
+  //
+  // out[N,C] = table[ids[n] - first_id, :] for ids in the slice, a zero row otherwise (with
+  // accumulate: += for ids in the slice, the row untouched otherwise).
+  virtual void embedding_forward_slice(Tensor& out, const Tensor& ids, const Tensor& table,
+                                       int64_t first_id, bool accumulate) = 0;
+  // dtable[V_local,C] += dout rows of the ids in the slice (deterministic order).
+  virtual void embedding_backward_slice(Tensor& dtable, const Tensor& dout, const Tensor& ids,
+                                        int64_t first_id) = 0;
+  // row_max[N] (f64) = the largest of each row of logits[N, V_local].
+  virtual void cross_entropy_slice_max(Tensor& row_max, const Tensor& logits) = 0;
+  // With the group's row_max: sum_exp[N] (f64) = sum_j exp(logits[n,j] - row_max[n]) over this
+  // slice; target_logit[N] (f64) = logits[n, targets[n] - first_column] when the target is in
+  // this slice, else 0 (so the group's sums give the full row's values).
+  virtual void cross_entropy_slice_sums(Tensor& sum_exp, Tensor& target_logit,
+                                        const Tensor& logits, const Tensor& row_max,
+                                        const Tensor& targets, int64_t first_column) = 0;
+  // With the group's row_max, sum_exp and target_logit: losses[N] (stats_dtype of logits) =
+  // log(sum_exp) + row_max - target_logit, 0 where targets == ignore_index; dlogits (optional,
+  // may alias logits) = grad_scale * (softmax - onehot) on this slice's columns, zero rows where
+  // ignored. Together: softmax_cross_entropy of the full row, up to the order of the sums.
+  virtual void cross_entropy_slice_finish(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                                          const Tensor& row_max, const Tensor& sum_exp,
+                                          const Tensor& target_logit, const Tensor& targets,
+                                          int64_t first_column, int64_t ignore_index,
+                                          double grad_scale) = 0;
+
   // ---- reductions into a device scalar --------------------------------------------------------
   // out[0] (f64 [1], on this device) = sum(x^2) over every element of contiguous x, accumulated
   // in f64 (out[0] += ... when accumulate). Any Inf/NaN element makes it non-finite: the

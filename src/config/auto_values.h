@@ -49,8 +49,12 @@ struct AutoValues {
   // naming the key.
   std::optional<int64_t> total_steps;  // --steps
   std::optional<int64_t> hidden_size;  // the model's hidden size
-  // Data-parallel world size: train_batch_size "auto" and DeepSpeed's batch inference need it.
+  // The number of ranks. DeepSpeed's batch arithmetic ("auto" and inference) counts data-parallel
+  // ranks: world_size / (pipeline stages x tensor-parallel size x sequence_parallel_size), the
+  // sizes taken from the config unless these command-line overrides are set.
   int64_t world_size = 1;
+  std::optional<int64_t> pipeline_parallel_size;  // --pipeline-parallel-size
+  std::optional<int64_t> tensor_parallel_size;    // --tensor-parallel-size
   // The caller plays the Trainer's part: a config without an optimizer section gets the AdamW
   // the Trainer would create (DeepSpeed itself would expect the program to supply one).
   bool add_trainer_optimizer = false;

@@ -2,6 +2,7 @@
 // typed section readers (unknown keys, types, ranges) -> batch inference -> cross-key rules.
 #include "config/deepspeed_config.h"
 
+#include <initializer_list>
 
 #include "config/lenient_json.h"
 #include "config/read_context.h"
@@ -91,20 +92,52 @@ DeepSpeedConfig DeepSpeedConfig::from_text(const std::string& text, const std::s
 
 namespace {
 
-// The data-parallel world size: `world_size` / sequence_parallel_size (a positive integer that
-// divides the world, else a ConfigError naming both; other forms are left to the key's reader).
-int64_t data_parallel_world(const nlohmann::json& json, int64_t world_size, const std::string& source) {
-  const auto it = json.find("sequence_parallel_size");
-  if (it == json.end() || !it->is_number_integer()) return world_size;
-  const int64_t sp = it->get<int64_t>();
-  if (sp <= 1) return world_size;
-  if (world_size % sp != 0) {
-    throw ConfigError(source + ": sequence_parallel_size " + std::to_string(sp) +
-                      " does not divide the number of ranks, " + std::to_string(world_size) +
-                      " (the data-parallel size is ranks / sequence_parallel_size); run a "
-                      "multiple of it, or change the key");
+// A model-parallel size written in the config at `path` (an integer > 1), else 1: other forms
+// ("auto", a typo'd type) are left to the key's reader, which reports them.
+int64_t size_in_config(const nlohmann::json& json, std::initializer_list<const char*> path) {
+  const nlohmann::json* node = &json;
+  for (const char* key : path) {
+    if (!node->is_object()) return 1;
+    const auto it = node->find(key);
+    if (it == node->end()) return 1;
+    node = &*it;
   }
-  return world_size / sp;
+  if (!node->is_number_integer()) return 1;
+  const int64_t size = node->get<int64_t>();
+  return size > 1 ? size : 1;
+}
+
+// The data-parallel world size DeepSpeed counts batch sizes over: the ranks divided by the
+// pipeline stages, the tensor-parallel size and sequence_parallel_size (flags override the
+// first two). A product that does not divide the ranks is a ConfigError naming every size.
+int64_t data_parallel_world(const nlohmann::json& json, const AutoValues& autos,
+                            const std::string& source) {
+  const int64_t pp = autos.pipeline_parallel_size.value_or(size_in_config(json, {"pipeline", "stages"}));
+  const int64_t tp =
+      autos.tensor_parallel_size.value_or(size_in_config(json, {"tensor_parallel", "autotp_size"}));
+  const int64_t sp = size_in_config(json, {"sequence_parallel_size"});
+  if (pp < 1 || tp < 1) {
+    throw ConfigError(source + ": pipeline and tensor-parallel sizes must be >= 1 (got " +
+                      std::to_string(pp) + " and " + std::to_string(tp) + ")");
+  }
+  const int64_t world = autos.world_size;
+  // Each size is a positive int64; their product is checked against the world before dividing.
+  const bool fits = pp <= world && tp <= world && sp <= world && pp * tp <= world &&
+                    pp * tp * sp <= world && world % (pp * tp * sp) == 0;
+  if (!fits) {
+    const std::string pp_text = (autos.pipeline_parallel_size ? "--pipeline-parallel-size "
+                                                              : "pipeline.stages ") +
+                                std::to_string(pp);
+    const std::string tp_text = (autos.tensor_parallel_size ? "--tensor-parallel-size "
+                                                            : "tensor_parallel.autotp_size ") +
+                                std::to_string(tp);
+    throw ConfigError(source + ": " + pp_text + " x " + tp_text + " x sequence_parallel_size " +
+                      std::to_string(sp) + " does not divide the number of ranks, " +
+                      std::to_string(world) +
+                      " (the data-parallel size is ranks / their product); run a multiple of "
+                      "it, or change the sizes");
+  }
+  return world / (pp * tp * sp);
 }
 
 }  // namespace
@@ -119,9 +152,9 @@ DeepSpeedConfig DeepSpeedConfig::from_json(const nlohmann::json& json, const std
   nlohmann::json resolved = json;
   upgrade_legacy_zero_flag(resolved);
   apply_amp_section(resolved, context);
-  // DeepSpeed counts batch sizes over data-parallel ranks: with Ulysses sequence parallelism
-  // that is world / sequence_parallel_size ("auto" batch sizes too).
-  const int64_t data_parallel = data_parallel_world(resolved, autos.world_size, source);
+  // DeepSpeed counts batch sizes over data-parallel ranks: world / (pipeline stages x
+  // tensor-parallel size x sequence_parallel_size) ("auto" batch sizes too).
+  const int64_t data_parallel = data_parallel_world(resolved, autos, source);
   AutoValues data_autos = autos;
   data_autos.world_size = data_parallel;
   resolve_auto_values(resolved, data_autos, context);

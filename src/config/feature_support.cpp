@@ -123,6 +123,23 @@ std::optional<Use> check_scheduler(const Config& c) {
                      closest_name(type, kBuiltSchedulers) + ")"};
 }
 
+// The tensor_parallel settings in use besides the size (autotp_size, and tp.tp_size when it
+// repeats it): what zero.cpp does not act on.
+std::optional<nlohmann::json> tensor_parallel_extras(const Config& c) {
+  std::optional<nlohmann::json> keys = c.tensor_parallel.settings_in_use();
+  if (!keys) return keys;
+  keys->erase("autotp_size");
+  for (const char* inner : {"tensor_parallel", "tp"}) {
+    auto section = keys->find(inner);
+    if (section == keys->end() || !section->is_object()) continue;
+    auto size = section->find("tp_size");
+    if (size != section->end() && *size == c.tensor_parallel.autotp_size) section->erase(size);
+    if (section->empty()) keys->erase(inner);
+  }
+  if (keys->empty()) return std::nullopt;
+  return keys;
+}
+
 const std::vector<Gate>& gates() {
   static const std::vector<Gate> table = [] {
     const std::string off = "remove the key or set it to false";
@@ -229,16 +246,13 @@ const std::vector<Gate>& gates() {
             [](const Config& c) { return when_set(c.zero_optimization.zenflow); },
             "ZenFlow", offload, "remove the key"),
         // Parallelism and communication.
-        // Pipeline and tensor parallelism: the sections are read and validated; the value shown
-        // is the settings changed from DeepSpeed's defaults.
-        row("pipeline", [](const Config& c) { return c.pipeline.settings_in_use(); },
-            "pipeline parallelism", "the 3D-parallelism issue",
-            "remove the section (or set \"stages\": 1 and leave the other keys at their "
-            "defaults)"),
-        row("tensor_parallel", [](const Config& c) { return c.tensor_parallel.settings_in_use(); },
-            "AutoTP tensor parallelism", "the 3D-parallelism issue",
-            "remove the section (or set \"autotp_size\": 0 and leave the other keys at their "
-            "defaults)"),
+        // Tensor parallelism runs (autotp_size, or zero train --tensor-parallel-size: model/
+        // tensor_parallel.h); the section's other settings changed from DeepSpeed's defaults are
+        // not acted on. (Pipeline parallelism runs: engine/pipeline_engine.h refuses the
+        // pipeline keys it does not act on.)
+        row("tensor_parallel", [](const Config& c) { return tensor_parallel_extras(c); },
+            "tensor_parallel settings other than autotp_size", "the 3D-parallelism issue",
+            "remove them (keep \"autotp_size\", which zero.cpp acts on)"),
                         // Monitoring and profiling.
         row("comms_logger.debug",
             [](const Config& c) { return when_true(c.comms_logger.enabled && c.comms_logger.debug); },

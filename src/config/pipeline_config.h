@@ -17,7 +17,8 @@
 //   use_reentrant                   DeepSpeed's checkpoint function choice; unset = true
 // DeepSpeed keeps any other key in the block without complaint; zero.cpp warns about unknown
 // keys and rejects near-misses of these (a typo would lose the setting).
-// Pipeline parallelism itself is not built yet: feature_support rejects a section in use.
+// The pipeline engine (engine/pipeline_engine.h) acts on stages and partition; the keys it does
+// not act on yet are errors naming them (engine::check_pipeline_settings).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -12,7 +12,8 @@
 //   (torch.dtype, classes, process groups); they are recognised and kept as written.
 // As in DeepSpeed (its config models forbid extra keys) an unknown key is never silently kept:
 // zero.cpp warns about it, and a near miss of a key is an error.
-// Tensor parallelism itself is not built yet: feature_support rejects a section in use.
+// zero.cpp acts on autotp_size (the tensor-parallel size, model/tensor_parallel.h; `zero train
+// --tensor-parallel-size` overrides it); feature_support rejects the other settings in use.
 #pragma once
 #include <cstdint>
 #include <optional>

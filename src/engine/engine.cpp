@@ -10,6 +10,7 @@
 #include "engine/engine_state.h"
 #include "engine/nvme_optimizer_state.h"
 #include "engine/sequence_shard.h"
+#include "engine/tensor_parallel_norm.h"
 #include "model/ulysses_attention.h"
 #include "offload/cpu_optimizer.h"
 #include "optim/dynamic_loss_scaler.h"
@@ -237,6 +238,11 @@ void Engine::apply_update() {
                                 loss_scale());
   Tensor squared_norm = step_scalars_.view(1, {1});
   zero_->reduce_gradients(average, squared_norm);
+  if (squared_norm_hook_) squared_norm_hook_(squared_norm);
+  if (comm::Comm* tensor_group = model_->tensor_group(); tensor_group != nullptr) {
+    // Tensor parallelism: each logical gradient element counted once (tensor_parallel_norm.h).
+    reduce_tensor_parallel_squared_norm(*zero_, *model_, comm_, *tensor_group, squared_norm);
+  }
   // The step's one device-to-host read: the loss sum of its micro-batches and the squared
   // gradient norm, which decides overflow skipping, loss scaling and clipping on the host.
   if (sequence_group_ != nullptr) {
@@ -300,6 +306,7 @@ void Engine::apply_update() {
 }
 
 double Engine::train_batch(const std::function<model::Batch()>& next) {
+  if (runner_ != nullptr) return runner_->train_batch(next);
   if (micro_steps_ % settings_.gradient_accumulation_steps != 0) {
     throw Error("Engine::train_batch in the middle of a gradient-accumulation window (" +
                 std::to_string(micro_steps_ % settings_.gradient_accumulation_steps) + " of " +
@@ -315,6 +322,7 @@ double Engine::train_batch(const std::function<model::Batch()>& next) {
 }
 
 double Engine::eval_batch(const model::Batch& batch) {
+  if (runner_ != nullptr) return runner_->eval_batch(batch);
   if (pending_) throw Error("Engine::eval_batch between forward() and backward(); finish the step first");
   zero_->begin_pass(false);
   const double loss = model_->evaluate(local_batch(batch));

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,8 @@ class LossScaler;
 namespace zero::engine {
 
 class NvmeOptimizerState;
+class PipelineEngine;
+struct ManifestEntry;
 
 class Engine {
  public:
@@ -101,6 +104,51 @@ class Engine {
   int data_parallel_size() const;
   Timers& timers() { return timers_; }
 
+  // ---- pipeline parallelism (engine/pipeline_engine.h) ----------------------------------
+  // The pipeline engine runs the stage model's passes itself (Model::forward_stage) and uses
+  // this Engine for gradient reduction over the stage's data-parallel group and the step.
+  // The device scalar a micro-batch's loss is added to (the step's loss sum, read in step()).
+  Tensor step_loss_accumulator() { return step_scalars_.view(0, {1}); }
+  // Counts a micro-batch whose forward and backward the caller ran (step() acts on the
+  // gradient_accumulation_steps-th).
+  void count_external_micro_step() { ++micro_steps_; }
+  // Called in step() after the data-parallel reduction with the squared gradient norm (f64 [1]
+  // on the device) before it is read: the pipeline adds the other stages' parts.
+  void set_squared_norm_hook(std::function<void(Tensor& squared_norm)> hook) {
+    squared_norm_hook_ = std::move(hook);
+  }
+  // The sum of the last step's micro-batch losses on this rank (0 on a pipeline stage that does
+  // not compute the loss).
+  double last_step_loss_sum() const { return last_step_loss_sum_; }
+  // What train_batch()/eval_batch() run instead of the model's own passes: the pipeline's
+  // schedules (the trainer then drives a pipeline stage exactly like a plain Engine). Not
+  // owned; null: none. The runner must outlive its use (a PipelineEngine owns this Engine).
+  class BatchRunner {
+   public:
+    virtual ~BatchRunner() = default;
+    virtual double train_batch(const std::function<model::Batch()>& next) = 0;
+    virtual double eval_batch(const model::Batch& batch) = 0;
+    // Whether this rank prints and writes logs (world rank 0).
+    virtual bool reporting_rank() const = 0;
+    // save_checkpoint() of every stage: one checkpoint of the whole model.
+    virtual void save_checkpoint(const std::string& dir, const std::string& tag,
+                                 const nlohmann::json& client_state) = 0;
+  };
+  void set_batch_runner(BatchRunner* runner) { runner_ = runner; }
+  // The parameters (name, shape, in order) checkpoints record and load_checkpoint requires:
+  // unset, this model's; a pipeline stage sets the full model's, so a checkpoint of the
+  // whole pipeline loads into each stage (by name) and at any other layout.
+  void set_checkpoint_manifest(std::vector<std::pair<std::string, Shape>> manifest) {
+    checkpoint_manifest_ = std::move(manifest);
+  }
+  // The rank that prints, logs and writes monitors: rank 0 of the group, or the runner's choice.
+  bool reporting_rank() const {
+    if (runner_ != nullptr) return runner_->reporting_rank();
+    // Under tensor parallelism every tensor rank of data rank 0 holds the same loss: one reports.
+    const comm::Comm* tensor_group = model_->tensor_group();
+    return comm_.rank() == 0 && (tensor_group == nullptr || tensor_group->rank() == 0);
+  }
+
   // Writes DIR/<tag> (default "global_step<N>") atomically and then DIR/latest; see
   // checkpoint_dir.h. `client_state` is stored and returned by load_checkpoint.
   void save_checkpoint(const std::string& dir, const std::string& tag = "",
@@ -126,6 +174,9 @@ class Engine {
   // bf16.check_grad_overflow, as DeepSpeed).
   bool skip_on_overflow() const;
   void save_partitioned(const std::string& staging_dir);
+  // The manifest checkpoints record (engine_state.h's ManifestEntry list, as JSON).
+  std::vector<ManifestEntry> manifest();
+  nlohmann::json parameter_manifest();
 
   std::unique_ptr<model::Model> model_;
   EngineSettings settings_;
@@ -151,6 +202,11 @@ class Engine {
   double last_step_loss_sum_ = 0.0;
   bool last_step_skipped_ = false;
   std::vector<int64_t> overflow_steps_;
+  std::function<void(Tensor&)> squared_norm_hook_;
+  BatchRunner* runner_ = nullptr;
+  std::optional<std::vector<std::pair<std::string, Shape>>> checkpoint_manifest_;
+  // The pipeline writes one checkpoint across its stages (engine/pipeline_checkpoint.cpp).
+  friend class PipelineEngine;
 };
 
 // The precision ZeRO stores model states in, resolved from the settings as DeepSpeed 0.19 does

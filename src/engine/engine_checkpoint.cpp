@@ -81,20 +81,27 @@ void write_json(const std::string& path, const nlohmann::json& json) {
   });
 }
 
-// The identity of a model for compatibility checks: every parameter's name and shape.
-nlohmann::json parameter_manifest(model::Model& model) {
-  nlohmann::json out = nlohmann::json::array();
-  for (model::Parameter* p : model.parameters()) out.push_back({p->spec.name, p->spec.shape});
-  return out;
-}
-
-std::vector<ManifestEntry> manifest_of(model::Model& model) {
-  std::vector<ManifestEntry> out;
-  for (model::Parameter* p : model.parameters()) out.push_back({p->spec.name, p->spec.shape, p->numel()});
-  return out;
-}
-
 }  // namespace
+
+// The identity of a model for compatibility checks: every parameter's name and shape (the
+// full model's for a pipeline stage, see set_checkpoint_manifest).
+nlohmann::json Engine::parameter_manifest() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ManifestEntry& entry : manifest()) out.push_back({entry.name, entry.shape});
+  return out;
+}
+
+std::vector<ManifestEntry> Engine::manifest() {
+  std::vector<ManifestEntry> out;
+  if (checkpoint_manifest_) {
+    for (const auto& [name, shape] : *checkpoint_manifest_) {
+      out.push_back({name, shape, shape_numel(shape)});
+    }
+    return out;
+  }
+  for (model::Parameter* p : model_->parameters()) out.push_back({p->spec.name, p->spec.shape, p->numel()});
+  return out;
+}
 
 void Engine::save_partitioned(const std::string& staging_dir) {
   // The optimizer's buffers (master weights, states) live where it runs: the device, or the
@@ -119,6 +126,15 @@ void Engine::save_partitioned(const std::string& staging_dir) {
 
 void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
                              const nlohmann::json& client_state) {
+  if (model_->tensor_group() != nullptr && model_->tensor_group()->world_size() > 1) {
+    // Each tensor rank holds other slices under the same names: checkpoints by slices are not
+    // built yet (they would overwrite one another).
+    throw UnsupportedError("checkpoints of a tensor-parallel model are not supported yet");
+  }
+  if (runner_ != nullptr) {
+    runner_->save_checkpoint(dir, tag, client_state);
+    return;
+  }
   if (pending_) throw Error("save_checkpoint between forward() and backward(); finish the step first");
   if (micro_steps_ % settings_.gradient_accumulation_steps != 0) {
     throw Error("save_checkpoint in the middle of gradient accumulation (micro-step " +
@@ -192,7 +208,7 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
     }
     state["scheduler"] = schedule_->state_json();
     if (scaler_) state["loss_scaler"] = scaler_->state_json();
-    state["parameters"] = parameter_manifest(*model_);
+    state["parameters"] = parameter_manifest();
     if (model_->config()) state["model_config"] = model_->config()->to_hf_json();
     state["deepspeed_config"] = settings_.source_config;
     state["client_state"] = client_state;
@@ -203,13 +219,18 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
 }
 
 nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string& tag) {
+  if (model_->tensor_group() != nullptr && model_->tensor_group()->world_size() > 1) {
+    // Each tensor rank holds other slices under the same names: checkpoints by slices are not
+    // built yet (they would overwrite one another).
+    throw UnsupportedError("checkpoints of a tensor-parallel model are not supported yet");
+  }
   if (pending_) throw Error("load_checkpoint between forward() and backward()");
   const std::string resolved = resolve_checkpoint_tag(dir, tag);
   const fs::path folder = fs::path(dir) / resolved;
   // Everything is validated before the engine changes: a checkpoint that does not fit leaves the
   // engine as it was (a bad tensor value found while copying weights is the one exception).
   const EngineState state = read_engine_state(folder.string());
-  require_same_manifest(state, manifest_of(*model_), "the model being trained");
+  require_same_manifest(state, manifest(), "the model being trained");
   if (state.optimizer_type != settings_.optimizer_type) {
     throw FileError(state.source + ": checkpoint was trained with optimizer " + state.optimizer_type +
                     ", the config asks for " + settings_.optimizer_type +

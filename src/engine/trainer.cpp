@@ -166,7 +166,9 @@ void restore_data(TrainingData& data, const nlohmann::json& client, const char* 
 TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* eval_data,
                              const TrainerOptions& options) {
   check_options(options);
-  const bool leader = engine.comm().rank() == 0;
+  // Rank 0 of the group, or of the world when the engine is a pipeline stage.
+  const bool leader = engine.reporting_rank();
+  const int report_rank = leader ? 0 : std::max(1, engine.comm().rank());
   const bool quiet = options.quiet || !leader;
   if (!options.resume_dir.empty()) {
     const std::string tag = resolve_checkpoint_tag(options.resume_dir, "");
@@ -191,10 +193,10 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   const int64_t tokens_per_step = check_run_fits(engine, options);
   // csv_monitor / tensorboard (rank 0): directories and files exist before the first step, so an
   // unwritable output_path stops the run here.
-  const std::unique_ptr<MonitorFanout> monitor = create_monitors(s, engine.comm().rank());
+  const std::unique_ptr<MonitorFanout> monitor = create_monitors(s, report_rank);
   // flops_profiler (rank 0): output_file is checked here; one step is profiled in the loop.
   FlopsProfiler profiler(s.flops_profiler, engine.model(),
-                         {engine.comm().rank(), world, s.micro_batch_size,
+                         {report_rank, world, s.micro_batch_size,
                           s.gradient_accumulation_steps, options.seq_len,
                           static_cast<int>(s.sequence_parallel_size)});
   double flops_per_step = 0.0;
@@ -204,6 +206,10 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                                            options.seq_len).total();
     // Sequence parallelism: a rank computes its 1/sp share of every sequence.
     flops_per_step /= static_cast<double>(s.sequence_parallel_size);
+    // Tensor parallelism: about 1/tp of every matmul (norms and the loss's few are ignored).
+    if (const comm::Comm* tensor_group = engine.model().tensor_group()) {
+      flops_per_step /= static_cast<double>(tensor_group->world_size());
+    }
   }
   // The progress bar only for a single process on a terminal: mpirun hands its ranks a
   // pseudo-terminal even when the job's output goes to a log file.

@@ -1,18 +1,28 @@
 #include "model/embedding_unit.h"
 
+#include "comm/comm.h"
 #include "core/error.h"
+#include "model/vocab_parallel.h"
 
 namespace zero::model {
 
-EmbeddingUnit::EmbeddingUnit(const TransformerConfig& config)
+EmbeddingUnit::EmbeddingUnit(const TransformerConfig& config,
+                             const TensorParallelLayout& tensor_parallel)
     : Unit("embedding"),
+      tp_(tensor_parallel),
       vocab_size_(config.vocab_size),
       hidden_size_(config.hidden_size),
       max_positions_(config.max_position_embeddings),
       learned_positions_(config.learned_positions) {
   const bool gpt2 = config.family == ModelFamily::kGpt2;
-  token_index_ = add_parameter({gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight",
-                                {vocab_size_, hidden_size_}, true, HfLayout::kSame});
+  const Range rows = vocab_part(vocab_size_, tp_);
+  first_id_ = rows.begin;
+  ParamSpec token{gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight",
+                  {rows.size(), hidden_size_}, true, HfLayout::kSame};
+  if (tp_.enabled()) {
+    token.slice = make_balanced_slice(token.shape, 0, vocab_size_, tp_.size, tp_.rank);
+  }
+  token_index_ = add_parameter(std::move(token));
   if (learned_positions_) {
     position_index_ = add_parameter(
         {"transformer.wpe.weight", {max_positions_, hidden_size_}, true, HfLayout::kSame});
@@ -33,7 +43,14 @@ Tensor EmbeddingUnit::forward(StepContext& ctx, const Tensor& /*x*/) {
   Tensor out = ctx.backend.empty({rows, hidden_size_},
                                  ctx.activation_dtype.value_or(param(token_index_).dtype()),
                                  MemoryCategory::kActivations);
-  ctx.backend.embedding_forward(out, tokens, param(token_index_), false);
+  comm::Comm* group = checked_tensor_group(ctx.tensor_group, tp_, name());
+  if (group != nullptr) {
+    // This rank's vocabulary rows, zero for other ids; the group's sum is the full lookup.
+    ctx.backend.embedding_forward_slice(out, tokens, param(token_index_), first_id_, false);
+    tensor_parallel_all_reduce(group, out);
+  } else {
+    ctx.backend.embedding_forward(out, tokens, param(token_index_), false);
+  }
   if (learned_positions_) {
     const Tensor& positions =
         position_ids(ctx.backend, batch.batch_size(), batch.seq_len(), ctx.sequence_offset);
@@ -61,7 +78,12 @@ const Tensor& EmbeddingUnit::position_ids(backend::Backend& backend, int64_t bat
 }
 
 Tensor EmbeddingUnit::backward(StepContext& ctx, const Tensor& dy) {
-  ctx.backend.embedding_backward(grad(token_index_), dy, tokens_);
+  // dy is the same on every tensor-parallel rank: each adds its own rows' part.
+  if (tp_.enabled()) {
+    ctx.backend.embedding_backward_slice(grad(token_index_), dy, tokens_, first_id_);
+  } else {
+    ctx.backend.embedding_backward(grad(token_index_), dy, tokens_);
+  }
   if (learned_positions_) ctx.backend.embedding_backward(grad(position_index_), dy, positions_);
   return Tensor();
 }

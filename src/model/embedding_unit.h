@@ -1,6 +1,11 @@
 // EmbeddingUnit: token embedding (and GPT-2's learned position embedding) — the first unit.
 // Its output is the residual stream x[B*T, C].
+//
+// Tensor parallelism (model/vocab_parallel.h): built with a layout of size tp, the token table
+// holds this rank's vocabulary rows only; ids of other ranks give zero rows and the output is
+// all-reduced over ctx.tensor_group before the (replicated) position embedding is added.
 #pragma once
+#include "model/tensor_parallel.h"
 #include "model/transformer_config.h"
 #include "model/unit.h"
 
@@ -9,7 +14,8 @@ namespace zero::model {
 class EmbeddingUnit final : public Unit {
  public:
   // Parameter names follow the Hugging Face model of config.family.
-  explicit EmbeddingUnit(const TransformerConfig& config);
+  explicit EmbeddingUnit(const TransformerConfig& config,
+                         const TensorParallelLayout& tensor_parallel = {});
 
   std::string kind() const override { return "embedding"; }
   Tensor forward(StepContext& ctx, const Tensor& x) override;
@@ -26,6 +32,8 @@ class EmbeddingUnit final : public Unit {
   const Tensor& position_ids(backend::Backend& backend, int64_t batch_size, int64_t seq_len,
                              int64_t first_position);
 
+  TensorParallelLayout tp_;
+  int64_t first_id_ = 0;  // this rank's first vocabulary row
   int64_t vocab_size_;
   int64_t hidden_size_;
   int64_t max_positions_;

@@ -111,10 +111,12 @@ class WeightIndex {
   std::map<std::string, std::string> location_;  // tensor name -> file path
 };
 
-Shape hf_shape(const Parameter& p) {
-  if (p.spec.hf_layout == HfLayout::kTransposed) return {p.spec.shape[1], p.spec.shape[0]};
-  return p.spec.shape;
+Shape hf_shape_of(const Shape& shape, HfLayout layout) {
+  if (layout == HfLayout::kTransposed) return {shape[1], shape[0]};
+  return shape;
 }
+
+Shape hf_shape(const Parameter& p) { return hf_shape_of(p.spec.shape, p.spec.hf_layout); }
 
 // Out[c, r] = in[r, c] for a contiguous host matrix.
 Tensor transposed_host(const Tensor& in) {
@@ -192,6 +194,22 @@ void reject_non_finite(const std::string& file, const std::string& name, const T
 
 }  // namespace
 
+namespace {
+// Tensor-parallel parts (ParamSpec::slice) would be written as whole tensors: refused until the
+// writer gathers slices.
+void reject_tensor_parallel(const Model& model, const char* what) {
+  for (const auto& unit : model.units()) {
+    for (const Parameter& p : unit->parameters()) {
+      if (p.spec.slice) {
+        throw UnsupportedError(std::string(what) + ": " + p.spec.name +
+                               " is a tensor-parallel part; Hugging Face folders with tensor "
+                               "parallelism are not supported yet");
+      }
+    }
+  }
+}
+}  // namespace
+
 void load_hf_weights(Model& model, const std::string& dir) {
   WeightIndex index(dir);
   std::set<std::string> used;
@@ -205,10 +223,13 @@ void load_hf_weights(Model& model, const std::string& dir) {
     used.insert(stored);
     const io::SafetensorsFile& file = index.file(*path);
     Tensor source = file.tensor(stored);
-    if (source.shape() != hf_shape(*p)) {
+    // A tensor-parallel part reads the whole tensor and keeps its slice.
+    const Shape expected = p->spec.slice ? hf_shape_of(p->spec.slice->full_shape, p->spec.hf_layout)
+                                         : hf_shape(*p);
+    if (source.shape() != expected) {
       throw ShapeError(*path + ": tensor \"" + stored + "\" has shape " +
                        shape_to_string(source.shape()) + " but the model built from config.json "
-                       "expects " + shape_to_string(hf_shape(*p)));
+                       "expects " + shape_to_string(expected));
     }
     if (!dtype_is_floating(source.dtype())) {
       throw FileError(*path + ": tensor \"" + stored + "\" has integer dtype " +
@@ -219,6 +240,12 @@ void load_hf_weights(Model& model, const std::string& dir) {
     // A finite value can still overflow a narrower parameter dtype (1e300 in an f64 file).
     if (host.dtype() != source.dtype()) reject_non_finite(*path, stored, host, source.dtype());
     if (p->spec.hf_layout == HfLayout::kTransposed) host = transposed_host(host);
+    if (p->spec.slice) {
+      const Tensor whole = converted_host(host, DType::kF64);
+      Tensor part = Tensor::zeros_host(p->spec.shape, DType::kF64);
+      extract_tensor_slice(*p->spec.slice, whole.data<double>(), part.data<double>());
+      host = converted_host(part, model.param_dtype());
+    }
     model.backend().copy_from_host(p->value, host.raw_data());
   }
   const bool tied = model.config() && model.config()->tie_word_embeddings;
@@ -239,6 +266,11 @@ void load_hf_weights(Model& model, const std::string& dir) {
 
 std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
                                      DType param_dtype) {
+  return load_hf_model(dir, backend, param_dtype, TensorParallelLayout{});
+}
+
+std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
+                                     DType param_dtype, const TensorParallelLayout& tensor_parallel) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -246,12 +278,13 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& b
   }
   if (!fs::exists(config_path, ec)) throw FileError(dir + ": no config.json in the model folder");
   TransformerConfig config = TransformerConfig::from_hf_file(config_path);
-  auto model = build_transformer(config, backend, param_dtype, config_path);
+  auto model = build_transformer(config, backend, param_dtype, tensor_parallel, config_path);
   load_hf_weights(*model, dir);
   return model;
 }
 
 void save_hf_model(Model& model, const std::string& dir, DType save_dtype) {
+  reject_tensor_parallel(model, "save_hf_model");
   if (!model.config()) throw Error("save_hf_model: the model was not built from a TransformerConfig");
   if (!dtype_is_floating(save_dtype)) {
     throw ConfigError(std::string("cannot save parameters as ") + dtype_name(save_dtype));

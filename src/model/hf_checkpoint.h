@@ -7,21 +7,28 @@
 #include <string>
 
 #include "model/model.h"
+#include "model/tensor_parallel.h"
 
 namespace zero::model {
 
 // Reads DIR/config.json, builds the model in `param_dtype` and loads its weights.
 std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
                                      DType param_dtype);
+// Tensor parallelism: builds this rank's part (model/tensor_parallel.h); each sliced parameter
+// reads its whole tensor from the folder and keeps its slice.
+std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
+                                     DType param_dtype, const TensorParallelLayout& tensor_parallel);
 
-// Loads every parameter of `model` from the weights in `dir` (dtype converted, shapes checked).
+// Loads every parameter of `model` from the weights in `dir` (dtype converted, shapes checked;
+// a tensor-parallel part takes its slice of the whole tensor).
 // Throws FileError/ShapeError naming the file and tensor for missing, unexpected or misshapen
 // tensors.
 void load_hf_weights(Model& model, const std::string& dir);
 
 // Writes DIR/config.json and DIR/model.safetensors (tensors in `save_dtype`, HF names and
 // layouts; a tied LM head is not written, as transformers does). Creates DIR if needed; each file
-// is replaced atomically.
+// is replaced atomically. A tensor-parallel model is refused (UnsupportedError): gathering the
+// slices is not built yet.
 void save_hf_model(Model& model, const std::string& dir, DType save_dtype);
 
 }  // namespace zero::model

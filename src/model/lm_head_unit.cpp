@@ -3,14 +3,20 @@
 #include <algorithm>
 #include <vector>
 
+#include "comm/comm.h"
 #include "core/check.h"
+#include "core/error.h"
 #include "model/sequence_tiling.h"
+#include "model/vocab_parallel.h"
 
 namespace zero::model {
 
-LmHeadUnit::LmHeadUnit(const TransformerConfig& config, Parameter* tied_embedding)
+LmHeadUnit::LmHeadUnit(const TransformerConfig& config, Parameter* tied_embedding,
+                       const TensorParallelLayout& tensor_parallel)
     : Unit("lm_head"),
       vocab_size_(config.vocab_size),
+      tp_(tensor_parallel),
+      columns_(vocab_part(config.vocab_size, tensor_parallel)),
       norm_(config.norm, config.norm_eps),
       tied_embedding_(tied_embedding) {
   const bool gpt2 = config.family == ModelFamily::kGpt2;
@@ -20,9 +26,21 @@ LmHeadUnit::LmHeadUnit(const TransformerConfig& config, Parameter* tied_embeddin
     norm_bias_ = add_parameter({norm_name + "bias", {config.hidden_size}, false, HfLayout::kSame});
   }
   if (tied_embedding_ == nullptr) {
-    head_index_ = add_parameter(
-        {"lm_head.weight", {config.vocab_size, config.hidden_size}, true, HfLayout::kSame});
+    ParamSpec head{"lm_head.weight", {columns_.size(), config.hidden_size}, true, HfLayout::kSame};
+    if (tp_.enabled()) {
+      head.slice = make_balanced_slice(head.shape, 0, vocab_size_, tp_.size, tp_.rank);
+    }
+    head_index_ = add_parameter(std::move(head));
+  } else {
+    ZERO_CHECK(tied_embedding_->spec.shape.at(0) == columns_.size(),
+               "tied embedding " << tied_embedding_->spec.name << " holds "
+                                 << tied_embedding_->spec.shape.at(0) << " rows, the head needs "
+                                 << columns_.size());
   }
+}
+
+comm::Comm* LmHeadUnit::tensor_group(const StepContext& ctx) const {
+  return checked_tensor_group(ctx.tensor_group, tp_, name());
 }
 
 std::vector<const Parameter*> LmHeadUnit::borrowed_parameters() const {
@@ -42,9 +60,14 @@ Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
   auto& be = ctx.backend;
   const int64_t rows = x.size(0);
   const DType dt = x.dtype();
+  comm::Comm* group = tensor_group(ctx);
   Tensor bias = norm_.has_bias() ? param(norm_bias_) : Tensor();
   Tensor h = norm_.forward(be, x, param(norm_weight_), norm_.has_bias() ? &bias : nullptr,
                            ctx.training);
+  if (group != nullptr && ctx.capture_logits != nullptr) {
+    throw UnsupportedError("capturing the logits of a tensor-parallel model is not supported: "
+                           "each rank holds only its vocabulary columns");
+  }
   if (ctx.capture_logits != nullptr) {
     // An explicit, counted read: tests and evaluation ask for it, training never does.
     *ctx.capture_logits = Tensor::zeros_host({rows, vocab_size_}, dt);
@@ -60,7 +83,7 @@ Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
   Tensor losses = be.empty({rows}, backend::stats_dtype(dt), MemoryCategory::kActivations);
   const int64_t shards = std::min(
       resolve_logits_shards(ctx.sequence_tiling.logits_shards, ctx.batch.seq_len(), x.size(1),
-                            vocab_size_),
+                            columns_.size()),
       rows);
   Tensor logits;
   if (shards > 1) {
@@ -72,13 +95,15 @@ Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
     in.grad_scale = grad_scale;
     in.forward_loss_grad = ctx.loss_grad;
     in.capture_logits = ctx.capture_logits;
+    in.tensor_group = group;
+    in.first_column = columns_.begin;
     tiled_.forward(be, in, shards, ctx.training, losses);
   } else {
-    logits = be.empty({rows, vocab_size_}, dt, MemoryCategory::kActivations);
+    logits = be.empty({rows, columns_.size()}, dt, MemoryCategory::kActivations);
     be.linear_forward(logits, h, head_weight(), nullptr);
     if (ctx.capture_logits != nullptr) be.copy_to_host(ctx.capture_logits->raw_data(), logits);
-    be.softmax_cross_entropy(losses, ctx.training ? &logits : nullptr, logits, targets,
-                             kIgnoreIndex, grad_scale);
+    vocab_parallel_cross_entropy(be, group, losses, ctx.training ? &logits : nullptr, logits,
+                                 targets, columns_.begin, kIgnoreIndex, grad_scale);
   }
   // The mean stays on the device: the engine reads it once per step, with the gradient norm.
   Tensor loss = be.empty({1}, DType::kF64, MemoryCategory::kActivations);
@@ -107,6 +132,8 @@ Tensor LmHeadUnit::backward(StepContext& ctx, const Tensor& /*dy*/) {
     dh = be.empty(h_.shape(), h_.dtype(), MemoryCategory::kActivations);
     be.linear_backward(&dh, head_grad(), nullptr, dlogits_, h_, head_weight());
     dlogits_ = Tensor();
+    // Each rank's vocabulary columns give a partial sum of dh.
+    tensor_parallel_all_reduce(tensor_group(ctx), dh);
   }
   Tensor bias_grad = norm_.has_bias() ? grad(norm_bias_) : Tensor();
   Tensor dx = norm_.backward(be, dh, x_, param(norm_weight_), grad(norm_weight_),

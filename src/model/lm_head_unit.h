@@ -3,8 +3,14 @@
 // dlogits (probabilities are never stored). With tied embeddings it reads and accumulates into
 // the embedding unit's table instead of owning a weight. With ctx.sequence_tiling.logits_shards
 // resolving to N > 1 the head + loss run tiled (model/tiled_logits_loss.h): no [B*T, V] buffer.
+//
+// Tensor parallelism (model/vocab_parallel.h): built with a layout of size tp, the head weight
+// (or the tied embedding's slice) holds this rank's vocabulary rows; the logits are this rank's
+// columns only, the loss is combined over ctx.tensor_group without gathering a row, and the
+// hidden state's gradient is all-reduced. Capturing logits is not supported then.
 #pragma once
 #include "model/norm_layer.h"
+#include "model/tensor_parallel.h"
 #include "model/tiled_logits_loss.h"
 #include "model/transformer_config.h"
 #include "model/unit.h"
@@ -14,7 +20,9 @@ namespace zero::model {
 class LmHeadUnit final : public Unit {
  public:
   // `tied_embedding`: the token embedding parameter to reuse (must outlive this unit), or null.
-  LmHeadUnit(const TransformerConfig& config, Parameter* tied_embedding);
+  // With tensor parallelism a tied embedding must hold the same vocabulary part.
+  LmHeadUnit(const TransformerConfig& config, Parameter* tied_embedding,
+             const TensorParallelLayout& tensor_parallel = {});
 
   std::string kind() const override { return "lm_head"; }
   Tensor forward(StepContext& ctx, const Tensor& x) override;
@@ -24,9 +32,12 @@ class LmHeadUnit final : public Unit {
 
  private:
   Tensor& head_weight();
+  comm::Comm* tensor_group(const StepContext& ctx) const;  // checked against the layout
   Tensor& head_grad();
 
   int64_t vocab_size_;
+  TensorParallelLayout tp_;
+  Range columns_;  // this rank's vocabulary part: the logits' columns
   NormLayer norm_;
   size_t norm_weight_ = 0, norm_bias_ = 0, head_index_ = 0;
   Parameter* tied_embedding_;

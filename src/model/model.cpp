@@ -68,20 +68,14 @@ Tensor Model::forward_loss(StepContext& ctx) {
   ctx.activation_dtype = activation_dtype_;
   ctx.sequence_tiling = sequence_tiling_;
   ctx.sequence_group = sequence_group_;
+  ctx.tensor_group = tensor_group_;
   ctx.sequence_offset = sequence_group_ != nullptr ? sequence_group_->rank() * ctx.batch.seq_len() : 0;
   if (!ctx.device_batch.defined()) {
     ctx.device_batch = upload_batch(
         backend_, ctx.batch,
         config_ ? std::optional<int64_t>(config_->vocab_size) : std::nullopt);
   }
-  checkpointer_->begin_forward(recomputable_units(units_), ctx.training && activation_checkpointing_);
-  Tensor x;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    if (observer_ != nullptr) observer_->before_forward(i);
-    x = checkpointer_->checkpoints(i) ? checkpointer_->forward(i, *units_[i], ctx, x)
-                                      : units_[i]->forward(ctx, x);
-    if (observer_ != nullptr) observer_->after_forward(i);
-  }
+  Tensor x = forward_stage(ctx, Tensor());
   if (!x.defined() || x.numel() != 1 || x.dtype() != DType::kF64 ||
       x.device() != backend_.device()) {
     throw Error("the last unit (" + units_.back()->name() + ") must return the loss as an f64 "
@@ -90,11 +84,32 @@ Tensor Model::forward_loss(StepContext& ctx) {
   return x;
 }
 
+Tensor Model::forward_stage(StepContext& ctx, const Tensor& input) {
+  ZERO_CHECK(finalized(), "forward_stage() before finalize()");
+  ctx.activation_dtype = activation_dtype_;
+  ctx.sequence_tiling = sequence_tiling_;
+  ctx.sequence_group = sequence_group_;
+  ctx.tensor_group = tensor_group_;
+  checkpointer_->begin_forward(recomputable_units(units_), ctx.training && activation_checkpointing_);
+  Tensor x = input;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    if (observer_ != nullptr) observer_->before_forward(i);
+    x = checkpointer_->checkpoints(i) ? checkpointer_->forward(i, *units_[i], ctx, x)
+                                      : units_[i]->forward(ctx, x);
+    if (observer_ != nullptr) observer_->after_forward(i);
+  }
+  return x;
+}
+
 double Model::forward(StepContext& ctx) { return backend_.read_scalar(forward_loss(ctx)); }
 
 void Model::backward(StepContext& ctx, double loss_grad) {
   ctx.loss_grad = loss_grad;
-  Tensor dy;  // the loss unit reads ctx.loss_grad
+  backward_stage(ctx, Tensor());  // the loss unit reads ctx.loss_grad
+}
+
+Tensor Model::backward_stage(StepContext& ctx, const Tensor& output_grad) {
+  Tensor dy = output_grad;
   for (size_t i = units_.size(); i-- > 0;) {
     if (observer_ != nullptr) observer_->before_backward(i);
     // Recompute a checkpointed unit's activations (its parameters are in place: ZeRO-3
@@ -104,6 +119,7 @@ void Model::backward(StepContext& ctx, double loss_grad) {
     units_[i]->release_activations();
     if (observer_ != nullptr) observer_->after_backward(i);
   }
+  return dy;
 }
 
 double Model::forward_backward(const Batch& batch, double loss_grad) {

@@ -47,6 +47,14 @@ class Model {
   Tensor forward_loss(StepContext& ctx);
   // forward_loss() and one counted device-to-host read of the loss.
   double forward(StepContext& ctx);
+  // A pipeline stage's passes (engine/pipeline_engine.h): the units forward on `x`, the
+  // previous stage's activation (undefined when the first unit is the embedding), returning the
+  // last unit's output (the loss on the last stage); and backward from `dy` (undefined when
+  // the last unit is the loss: ctx.loss_grad is read), returning d(objective)/d(x). Observers
+  // and activation checkpointing act as in forward_loss()/backward(); ctx.device_batch must be
+  // set (upload_batch) when a unit reads the batch.
+  Tensor forward_stage(StepContext& ctx, const Tensor& x);
+  Tensor backward_stage(StepContext& ctx, const Tensor& dy);
   // Runs every unit backward; `loss_grad` is d(objective)/d(loss) (1, or a loss scale, or
   // 1/gradient_accumulation_steps). Gradients accumulate into the flat gradient buffer.
   void backward(StepContext& ctx, double loss_grad = 1.0);
@@ -109,6 +117,11 @@ class Model {
   // Not owned; must outlive its use.
   void set_sequence_group(comm::Comm* group) { sequence_group_ = group; }
   comm::Comm* sequence_group() const { return sequence_group_; }
+  // Tensor parallelism (model/tensor_parallel.h): `group` holds the ranks that each hold a part
+  // of every block (the model must have been built for that group's size and this rank). Not
+  // owned; must outlive its use.
+  void set_tensor_group(comm::Comm* group) { tensor_group_ = group; }
+  comm::Comm* tensor_group() const { return tensor_group_; }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
   // All parameters, in flat-buffer order.
   std::vector<Parameter*> parameters();
@@ -129,6 +142,7 @@ class Model {
   bool activation_checkpointing_ = false;
   SequenceTiling sequence_tiling_;
   comm::Comm* sequence_group_ = nullptr;
+  comm::Comm* tensor_group_ = nullptr;
   std::unique_ptr<ActivationCheckpointer> checkpointer_;  // saved inputs of checkpointed units
   std::vector<std::unique_ptr<Unit>> units_;
   Tensor params_;

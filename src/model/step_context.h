@@ -73,6 +73,9 @@ struct StepContext {
   // position of this rank's first token (positions and rotary angles start there).
   comm::Comm* sequence_group = nullptr;
   int64_t sequence_offset = 0;
+  // Tensor parallelism (set by Model from Model::tensor_group(); model/tensor_parallel.h): the
+  // ranks that each hold a part of every block's heads and MLP width (null: whole blocks).
+  comm::Comm* tensor_group = nullptr;
 };
 
 }  // namespace zero::model

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "model/sequence_tiling.h"
+#include "model/vocab_parallel.h"
 
 namespace zero::model {
 
@@ -38,15 +39,17 @@ void TiledFusedLogitsLoss::forward(backend::Backend& be, const Inputs& in, int64
       be.copy_to_host(base + static_cast<size_t>(s.begin * vocab) * dtype_size(dt), logits);
     }
     Tensor shard_losses = losses.slice_rows(s.begin, s.end);
-    be.softmax_cross_entropy(shard_losses, training ? &logits : nullptr, logits,
-                             targets.slice_rows(s.begin, s.end), in.ignore_index,
-                             in.grad_scale * in.forward_loss_grad);
+    vocab_parallel_cross_entropy(be, in.tensor_group, shard_losses, training ? &logits : nullptr,
+                                 logits, targets.slice_rows(s.begin, s.end), in.first_column,
+                                 in.ignore_index, in.grad_scale * in.forward_loss_grad);
     if (training) {
       // logits now hold dlogits: fold them into dh and the weight gradient, then drop them.
       Tensor dh_shard = dh_.slice_rows(s.begin, s.end);
       be.linear_backward(&dh_shard, dweight_, nullptr, logits, h_shard, weight);
     }
   }
+  // Each rank's vocabulary columns give a partial sum of dh.
+  if (training) tensor_parallel_all_reduce(in.tensor_group, dh_);
 }
 
 Tensor TiledFusedLogitsLoss::backward(backend::Backend& be, double loss_grad,

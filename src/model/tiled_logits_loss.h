@@ -20,6 +20,10 @@
 #pragma once
 #include "backend/backend.h"
 
+namespace zero::comm {
+class Comm;
+}  // namespace zero::comm
+
 namespace zero::model {
 
 class TiledFusedLogitsLoss {
@@ -32,6 +36,10 @@ class TiledFusedLogitsLoss {
     double grad_scale = 1.0;  // d loss / d per-token loss: 1 / valid targets ("mean"), 1 ("sum")
     double forward_loss_grad = 1.0;  // the d(objective)/d(loss) expected at backward
     Tensor* capture_logits = nullptr;  // host [rows, V] to copy each shard's logits into, or null
+    // Tensor parallelism: `weight` holds vocabulary rows [first_column, ...) and the loss is
+    // combined over this group (model/vocab_parallel.h); dh is all-reduced once. Not owned.
+    comm::Comm* tensor_group = nullptr;
+    int64_t first_column = 0;
   };
 
   // Per-token losses into `losses` [rows] over `shards` row shards (1 <= shards <= rows); with

@@ -1,6 +1,7 @@
 #include "model/tiled_mlp.h"
 
 #include "core/check.h"
+#include "model/tensor_parallel.h"
 
 namespace zero::model {
 namespace {
@@ -30,7 +31,9 @@ void TiledMlp::shard_forward(backend::Backend& be, const Tensor& x1, Tensor* y,
     be.gelu_forward(activated, up);
   }
   if (y != nullptr) {
-    be.linear_forward(*y, activated, p.down, optional(p.down_bias));
+    const bool bias_here = adds_row_parallel_bias(tensor_group_);
+    be.linear_forward(*y, activated, p.down, bias_here ? optional(p.down_bias) : nullptr);
+    tensor_parallel_all_reduce(tensor_group_, *y);  // row-parallel partial sums
     be.add(*y, x1, 1.0);  // the residual
   }
   if (save) {
@@ -62,6 +65,7 @@ Tensor TiledMlp::shard_backward(backend::Backend& be, const Tensor& dy, const Ml
   be.linear_backward(&d_h2, g.up, optional(g.up_bias), d_up, h2_, p.up);
   d_up = Tensor();
   h2_ = Tensor();
+  tensor_parallel_all_reduce(tensor_group_, d_h2);  // column-parallel input gradient
   Tensor d_x1 = norm_.backward(be, d_h2, x1_, p.norm_weight, g.norm_weight, optional(g.norm_bias));
   be.add(d_x1, dy, 1.0);  // the residual path
   x1_ = Tensor();

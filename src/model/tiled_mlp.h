@@ -7,10 +7,19 @@
 // intermediates and runs exactly as the untiled block did.
 //
 // Parameters are not owned: the block passes views of its own (bound now) every call.
+//
+// Tensor parallelism (model/tensor_parallel.h): with a tensor group set, `up` holds this rank's
+// rows of the inner width and `down` the matching columns; each shard's down projection is
+// all-reduced over the group before the residual (its bias added by group rank 0 only), and the
+// input gradient of the up projection is all-reduced before the norm's backward.
 #pragma once
 #include "model/norm_layer.h"
 #include "model/sequence_tiled.h"
 #include "model/transformer_config.h"
+
+namespace zero::comm {
+class Comm;
+}  // namespace zero::comm
 
 namespace zero::model {
 
@@ -34,6 +43,8 @@ class TiledMlp {
   Tensor backward(backend::Backend& backend, const Tensor& dy, const MlpTensors& params,
                   MlpTensors& grads);
   void release();
+  // The tensor-parallel group of the next forward/backward (null: the whole MLP). Not owned.
+  void set_tensor_group(comm::Comm* group) { tensor_group_ = group; }
 
  private:
   // One shard (or all rows) forward: see SequenceTiledCompute::ShardForward.
@@ -47,6 +58,7 @@ class TiledMlp {
   NormLayer norm_;
   SequenceTiledCompute tiles_;
   Tensor x1_, h2_, up_, act_;  // what the last forward(save) kept, for one shard
+  comm::Comm* tensor_group_ = nullptr;
 };
 
 }  // namespace zero::model

@@ -7,11 +7,14 @@
 
 namespace zero::model {
 
-TransformerBlock::TransformerBlock(const TransformerConfig& config, int64_t layer_index)
+TransformerBlock::TransformerBlock(const TransformerConfig& config, int64_t layer_index,
+                                   const TensorParallelLayout& tensor_parallel)
     : Unit("block" + std::to_string(layer_index)),
-      config_(config),
+      tp_(tensor_parallel),
+      tp_heads_(tensor_parallel_heads(config.num_heads, config.num_kv_heads, tensor_parallel)),
+      config_(tensor_parallel_block_config(config, tensor_parallel)),
       norm1_(config.norm, config.norm_eps),
-      mlp_(config) {
+      mlp_(config_) {
   config_.source_json = nlohmann::json();  // not needed per block
   if (config.family == ModelFamily::kGpt2) {
     declare_gpt2_parameters("transformer.h." + std::to_string(layer_index) + ".");
@@ -20,58 +23,84 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config, int64_t laye
   }
 }
 
+TransformerBlock::~TransformerBlock() = default;
+
+namespace {
+// What a tensor-parallel parameter is cut along: its row-parallel input columns, its
+// column-parallel output rows (q/k/v in `blocks` blocks), or key/value-head rows.
+enum class Split { kNone, kRows, kColumns, kKvRows };
+
+ParamSpec split_spec(ParamSpec spec, Split split, const TensorParallelLayout& tp,
+                     const TensorParallelHeads& heads, int64_t blocks = 1) {
+  if (!tp.enabled() || split == Split::kNone) return spec;
+  if (split == Split::kKvRows) {
+    spec.slice = make_tensor_slice(spec.shape, 0, heads.kv_parts, heads.kv_index, 1,
+                                   heads.kv_replicas);
+  } else {
+    spec.slice = make_tensor_slice(spec.shape, split == Split::kColumns ? 1 : 0, tp.size,
+                                   tp.rank, blocks);
+  }
+  return spec;
+}
+}  // namespace
+
 void TransformerBlock::declare_gpt2_parameters(const std::string& p) {
   const int64_t c = config_.hidden_size;
   const int64_t inner = config_.intermediate_size;
   const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
-  auto weight = [&](const std::string& name, Shape shape) {
-    return add_parameter({p + name, std::move(shape), true, HfLayout::kTransposed});
+  auto weight = [&](const std::string& name, Shape shape, Split split, int64_t blocks = 1) {
+    return add_parameter(split_spec({p + name, std::move(shape), true, HfLayout::kTransposed},
+                                    split, tp_, tp_heads_, blocks));
   };
-  auto vector = [&](const std::string& name, int64_t n) {
-    return add_parameter({p + name, {n}, false, HfLayout::kSame});
+  auto vector = [&](const std::string& name, int64_t n, Split split = Split::kNone,
+                    int64_t blocks = 1) {
+    return add_parameter(
+        split_spec({p + name, {n}, false, HfLayout::kSame}, split, tp_, tp_heads_, blocks));
   };
   idx_.norm1_weight = vector("ln_1.weight", c);
   idx_.norm1_bias = vector("ln_1.bias", c);
-  idx_.qkv_first = idx_.qkv_last = weight("attn.c_attn.weight", {qkv, c});
-  idx_.qkv_bias_first = idx_.qkv_bias_last = vector("attn.c_attn.bias", qkv);
-  idx_.out_weight = weight("attn.c_proj.weight", {c, config_.q_dim()});
+  // c_attn is q | k | v in one tensor: each rank keeps its heads' rows of each of the three.
+  idx_.qkv_first = idx_.qkv_last = weight("attn.c_attn.weight", {qkv, c}, Split::kRows, 3);
+  idx_.qkv_bias_first = idx_.qkv_bias_last = vector("attn.c_attn.bias", qkv, Split::kRows, 3);
+  idx_.out_weight = weight("attn.c_proj.weight", {c, config_.q_dim()}, Split::kColumns);
   idx_.out_bias = vector("attn.c_proj.bias", c);
   idx_.norm2_weight = vector("ln_2.weight", c);
   idx_.norm2_bias = vector("ln_2.bias", c);
-  idx_.up_first = idx_.up_last = weight("mlp.c_fc.weight", {inner, c});
-  idx_.up_bias_first = idx_.up_bias_last = vector("mlp.c_fc.bias", inner);
-  idx_.down_weight = weight("mlp.c_proj.weight", {c, inner});
+  idx_.up_first = idx_.up_last = weight("mlp.c_fc.weight", {inner, c}, Split::kRows);
+  idx_.up_bias_first = idx_.up_bias_last = vector("mlp.c_fc.bias", inner, Split::kRows);
+  idx_.down_weight = weight("mlp.c_proj.weight", {c, inner}, Split::kColumns);
   idx_.down_bias = vector("mlp.c_proj.bias", c);
 }
 
 void TransformerBlock::declare_llama_parameters(const std::string& p) {
   const int64_t c = config_.hidden_size;
   const int64_t inner = config_.intermediate_size;
-  auto weight = [&](const std::string& name, Shape shape) {
-    return add_parameter({p + name, std::move(shape), true, HfLayout::kSame});
+  auto weight = [&](const std::string& name, Shape shape, Split split) {
+    return add_parameter(
+        split_spec({p + name, std::move(shape), true, HfLayout::kSame}, split, tp_, tp_heads_));
   };
-  auto vector = [&](const std::string& name, int64_t n) {
-    return add_parameter({p + name, {n}, false, HfLayout::kSame});
+  auto vector = [&](const std::string& name, int64_t n, Split split = Split::kNone) {
+    return add_parameter(split_spec({p + name, {n}, false, HfLayout::kSame}, split, tp_, tp_heads_));
   };
   idx_.norm1_weight = vector("input_layernorm.weight", c);
-  idx_.qkv_first = weight("self_attn.q_proj.weight", {config_.q_dim(), c});
-  weight("self_attn.k_proj.weight", {config_.kv_dim(), c});
-  idx_.qkv_last = weight("self_attn.v_proj.weight", {config_.kv_dim(), c});
+  idx_.qkv_first = weight("self_attn.q_proj.weight", {config_.q_dim(), c}, Split::kRows);
+  weight("self_attn.k_proj.weight", {config_.kv_dim(), c}, Split::kKvRows);
+  idx_.qkv_last = weight("self_attn.v_proj.weight", {config_.kv_dim(), c}, Split::kKvRows);
   if (config_.qkv_bias) {
-    idx_.qkv_bias_first = vector("self_attn.q_proj.bias", config_.q_dim());
-    vector("self_attn.k_proj.bias", config_.kv_dim());
-    idx_.qkv_bias_last = vector("self_attn.v_proj.bias", config_.kv_dim());
+    idx_.qkv_bias_first = vector("self_attn.q_proj.bias", config_.q_dim(), Split::kRows);
+    vector("self_attn.k_proj.bias", config_.kv_dim(), Split::kKvRows);
+    idx_.qkv_bias_last = vector("self_attn.v_proj.bias", config_.kv_dim(), Split::kKvRows);
   }
-  idx_.out_weight = weight("self_attn.o_proj.weight", {c, config_.q_dim()});
+  idx_.out_weight = weight("self_attn.o_proj.weight", {c, config_.q_dim()}, Split::kColumns);
   if (config_.attn_out_bias) idx_.out_bias = vector("self_attn.o_proj.bias", c);
   idx_.norm2_weight = vector("post_attention_layernorm.weight", c);
-  idx_.up_first = weight("mlp.gate_proj.weight", {inner, c});
-  idx_.up_last = weight("mlp.up_proj.weight", {inner, c});
+  idx_.up_first = weight("mlp.gate_proj.weight", {inner, c}, Split::kRows);
+  idx_.up_last = weight("mlp.up_proj.weight", {inner, c}, Split::kRows);
   if (config_.mlp_bias) {
-    idx_.up_bias_first = vector("mlp.gate_proj.bias", inner);
-    idx_.up_bias_last = vector("mlp.up_proj.bias", inner);
+    idx_.up_bias_first = vector("mlp.gate_proj.bias", inner, Split::kRows);
+    idx_.up_bias_last = vector("mlp.up_proj.bias", inner, Split::kRows);
   }
-  idx_.down_weight = weight("mlp.down_proj.weight", {c, inner});
+  idx_.down_weight = weight("mlp.down_proj.weight", {c, inner}, Split::kColumns);
   if (config_.mlp_bias) idx_.down_bias = vector("mlp.down_proj.bias", c);
 }
 
@@ -100,6 +129,39 @@ bool sequence_split(const StepContext& ctx) {
   return ctx.sequence_group != nullptr && ctx.sequence_group->world_size() > 1;
 }
 }  // namespace
+
+comm::Comm* TransformerBlock::tensor_group(const StepContext& ctx) const {
+  // With Ulysses too, the sequence group exchanges this rank's heads (config_ holds the tensor
+  // part's heads, which Ulysses splits further: heads / (tp * sp) per rank).
+  return checked_tensor_group(ctx.tensor_group, tp_, name());
+}
+
+std::vector<Tensor> TransformerBlock::replicated_kv_grads() {
+  // Llama-family blocks declare q, k, v adjacently, so k | v is one contiguous range.
+  const int64_t c = config_.hidden_size;
+  std::vector<Tensor> out{fused_grad(idx_.qkv_first + 1, idx_.qkv_last, {2 * config_.kv_dim() * c})};
+  if (config_.qkv_bias) {
+    out.push_back(fused_grad(idx_.qkv_bias_first + 1, idx_.qkv_bias_last, {2 * config_.kv_dim()}));
+  }
+  return out;
+}
+
+void TransformerBlock::sum_replicated_kv_grads(backend::Backend& be, comm::Comm& group,
+                                               const std::vector<Tensor>& before) {
+  if (kv_replica_parent_ != &group) {
+    // Replicas of one key/value part are consecutive ranks (tensor_parallel_heads).
+    kv_replica_group_ = group.split(static_cast<int>(tp_.rank / tp_heads_.kv_replicas),
+                                    static_cast<int>(tp_.rank));
+    kv_replica_parent_ = &group;
+  }
+  std::vector<Tensor> grads = replicated_kv_grads();
+  for (size_t i = 0; i < grads.size(); ++i) {
+    // grad = before + (this rank's new part summed over the replicas).
+    be.add(grads[i], before[i], -1.0);
+    kv_replica_group_->all_reduce(grads[i], comm::ReduceOp::kSum);
+    be.add(grads[i], before[i], 1.0);
+  }
+}
 
 Tensor TransformerBlock::head_view(const Tensor& fused, int64_t batch, int64_t seq_len,
                                    int64_t column, int64_t heads) const {
@@ -149,6 +211,7 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   const int64_t qkv_width = config_.q_dim() + 2 * config_.kv_dim();
   const DType dt = x.dtype();
   const auto act = MemoryCategory::kActivations;
+  comm::Comm* tp_group = tensor_group(ctx);
 
   Tensor norm1_bias = norm1_.has_bias() ? param(idx_.norm1_bias) : Tensor();
   Tensor h1 = norm1_.forward(be, x, param(idx_.norm1_weight),
@@ -182,11 +245,15 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
 
   Tensor x1 = be.empty({rows, c}, dt, act);
   Tensor out_bias = config_.attn_out_bias ? param(idx_.out_bias) : Tensor();
-  be.linear_forward(x1, attn, param(idx_.out_weight), config_.attn_out_bias ? &out_bias : nullptr);
+  // Row-parallel: each rank's heads give a partial sum; the bias is added once.
+  const bool out_bias_here = config_.attn_out_bias && adds_row_parallel_bias(tp_group);
+  be.linear_forward(x1, attn, param(idx_.out_weight), out_bias_here ? &out_bias : nullptr);
+  tensor_parallel_all_reduce(tp_group, x1);
   be.add(x1, x, 1.0);
 
   const int64_t mlp_shards =
       resolve_mlp_shards(ctx.sequence_tiling.mlp_shards, seq_len_, config_.hidden_size);
+  mlp_.set_tensor_group(tp_group);
   Tensor y = mlp_.forward(be, x1, mlp_params(), mlp_shards, ctx.training);
 
   if (ctx.training) {
@@ -210,9 +277,11 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   const int64_t qkv_width = config_.q_dim() + 2 * config_.kv_dim();
   const DType dt = dy.dtype();
   const auto act = MemoryCategory::kActivations;
+  comm::Comm* tp_group = tensor_group(ctx);
 
   // MLP branch: y = x1 + down(act(up(norm2(x1)))), the residual included.
   MlpTensors mlp_grad = mlp_grads();
+  mlp_.set_tensor_group(tp_group);
   Tensor d_x1 = mlp_.backward(be, dy, mlp_params(), mlp_grad);
 
   // Attention branch: x1 = x + out(attention(rope(qkv(norm1(x))))).
@@ -248,8 +317,20 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   Tensor g_qkv_bias = config_.qkv_bias
                           ? fused_grad(idx_.qkv_bias_first, idx_.qkv_bias_last, {qkv_width})
                           : Tensor();
+  // Key/value heads held by several tensor-parallel ranks: each adds the part of their gradient
+  // from its own query heads; the replicas sum what this backward adds.
+  std::vector<Tensor> kv_before;
+  if (tp_group != nullptr && tp_heads_.kv_replicas > 1) {
+    for (const Tensor& g : replicated_kv_grads()) {
+      kv_before.push_back(be.empty(g.shape(), g.dtype(), MemoryCategory::kWorkspace));
+      be.copy(kv_before.back(), g);
+    }
+  }
   be.linear_backward(&d_h1, g_qkv, config_.qkv_bias ? &g_qkv_bias : nullptr, d_qkv, h1_, w_qkv);
   d_qkv = Tensor();
+  if (!kv_before.empty()) sum_replicated_kv_grads(be, *tp_group, kv_before);
+  // Column-parallel input gradient: each rank's heads give a partial sum (Megatron's "f").
+  tensor_parallel_all_reduce(tp_group, d_h1);
   Tensor g_norm1_bias = norm1_.has_bias() ? grad(idx_.norm1_bias) : Tensor();
   Tensor dx = norm1_.backward(be, d_h1, x_, param(idx_.norm1_weight), grad(idx_.norm1_weight),
                               norm1_.has_bias() ? &g_norm1_bias : nullptr);

@@ -6,11 +6,18 @@
 // Layout trick: parameters that are used as one matrix are declared adjacently, so q/k/v
 // (and gate/up) run as one matmul through a fused view while loading and saving still see the
 // separate Hugging Face tensors.
+//
+// Tensor parallelism (model/tensor_parallel.h): built with a layout of size tp, the block holds
+// this rank's heads and MLP width only (sliced parameters under the same names, with slice
+// metadata), and forward/backward all-reduce over ctx.tensor_group (which must have that size).
 #pragma once
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "model/norm_layer.h"
 #include "model/rope_table.h"
+#include "model/tensor_parallel.h"
 #include "model/tiled_mlp.h"
 #include "model/transformer_config.h"
 #include "model/ulysses_attention.h"
@@ -20,7 +27,9 @@ namespace zero::model {
 
 class TransformerBlock final : public Unit {
  public:
-  TransformerBlock(const TransformerConfig& config, int64_t layer_index);
+  TransformerBlock(const TransformerConfig& config, int64_t layer_index,
+                   const TensorParallelLayout& tensor_parallel = {});
+  ~TransformerBlock() override;  // out of line: comm::Comm is incomplete here
 
   std::string kind() const override { return "transformer_block"; }
   Tensor forward(StepContext& ctx, const Tensor& x) override;
@@ -50,13 +59,24 @@ class TransformerBlock final : public Unit {
   // Views of the MLP half's parameters (gradients), bound now (ZeRO-3 rebinds them).
   MlpTensors mlp_params();
   MlpTensors mlp_grads();
+  // Tensor parallelism: checks ctx.tensor_group against the layout the block was built for.
+  comm::Comm* tensor_group(const StepContext& ctx) const;
+  // Sums the key/value weight (bias) gradient added by the last linear_backward over the ranks
+  // that hold the same key/value heads; `before` holds their values before it.
+  void sum_replicated_kv_grads(backend::Backend& backend, comm::Comm& group,
+                               const std::vector<Tensor>& before);
+  std::vector<Tensor> replicated_kv_grads();
 
-  TransformerConfig config_;
+  TensorParallelLayout tp_;
+  TensorParallelHeads tp_heads_;
+  TransformerConfig config_;  // this rank's part: heads and intermediate_size divided by tp
   Indices idx_;
   NormLayer norm1_;
   TiledMlp mlp_;  // norm2 + MLP + residual, over row shards (ctx.sequence_tiling)
   std::optional<RopeTable> rope_;
   UlyssesAttention ulysses_;  // used when the step's sequence is split over ranks
+  std::unique_ptr<comm::Comm> kv_replica_group_;  // ranks sharing this rank's key/value heads
+  comm::Comm* kv_replica_parent_ = nullptr;        // the tensor group it was split from
   int64_t batch_ = 0, seq_len_ = 0;
   // Saved by forward for backward.
   Tensor x_, h1_, qkv_, attn_, lse_;

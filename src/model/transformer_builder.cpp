@@ -2,13 +2,16 @@
 
 #include <cmath>
 #include <random>
+#include <unordered_map>
 
+#include "comm/comm.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "model/config_limits.h"
 #include "model/embedding_unit.h"
 #include "model/lm_head_unit.h"
+#include "model/tied_embedding_copy.h"
 #include "model/transformer_block.h"
 
 namespace zero::model {
@@ -41,19 +44,97 @@ void check_model_fits_memory(const TransformerConfig& config, const backend::Bac
 std::unique_ptr<Model> build_transformer(const TransformerConfig& config,
                                          backend::Backend& backend, DType param_dtype,
                                          const std::string& source) {
+  return build_transformer(config, backend, param_dtype, TensorParallelLayout{}, source);
+}
+
+std::unique_ptr<Model> build_transformer(const TransformerConfig& config,
+                                         backend::Backend& backend, DType param_dtype,
+                                         const TensorParallelLayout& tensor_parallel,
+                                         const std::string& source) {
   config.validate(source);
   check_model_fits_memory(config, backend, param_dtype, source);
   auto model = std::make_unique<Model>(backend, param_dtype);
   auto& embedding = static_cast<EmbeddingUnit&>(
-      model->add_unit(std::make_unique<EmbeddingUnit>(config)));
+      model->add_unit(std::make_unique<EmbeddingUnit>(config, tensor_parallel)));
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    model->add_unit(std::make_unique<TransformerBlock>(config, layer));
+    model->add_unit(std::make_unique<TransformerBlock>(config, layer, tensor_parallel));
   }
   Parameter* tied = config.tie_word_embeddings ? &embedding.token_embedding() : nullptr;
-  model->add_unit(std::make_unique<LmHeadUnit>(config, tied));
+  model->add_unit(std::make_unique<LmHeadUnit>(config, tied, tensor_parallel));
   model->set_config(config);
   model->finalize();
   return model;
+}
+
+namespace {
+// The full model's units, unfinalized (no tensors): build_transformer's list.
+std::vector<std::unique_ptr<Unit>> full_units(const TransformerConfig& config) {
+  std::vector<std::unique_ptr<Unit>> units;
+  auto embedding = std::make_unique<EmbeddingUnit>(config);
+  Parameter* tied = config.tie_word_embeddings ? &embedding->token_embedding() : nullptr;
+  units.push_back(std::move(embedding));
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    units.push_back(std::make_unique<TransformerBlock>(config, layer));
+  }
+  units.push_back(std::make_unique<LmHeadUnit>(config, tied));
+  return units;
+}
+}  // namespace
+
+std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
+                                               backend::Backend& backend, DType param_dtype,
+                                               int64_t begin, int64_t end,
+                                               const std::string& source) {
+  config.validate(source);
+  const int64_t count = config.num_layers + 2;
+  if (begin < 0 || end > count || begin >= end) {
+    throw ConfigError(source + ": pipeline stage units [" + std::to_string(begin) + ", " +
+                      std::to_string(end) + ") are not a non-empty range of the model's " +
+                      std::to_string(count) + " units");
+  }
+  auto model = std::make_unique<Model>(backend, param_dtype);
+  EmbeddingUnit* embedding = nullptr;
+  if (begin == 0) {
+    embedding = static_cast<EmbeddingUnit*>(&model->add_unit(std::make_unique<EmbeddingUnit>(config)));
+  }
+  const bool has_head = end == count;
+  Parameter* tied = nullptr;
+  if (has_head && config.tie_word_embeddings) {
+    if (embedding != nullptr) {
+      tied = &embedding->token_embedding();
+    } else {
+      EmbeddingUnit probe(config);  // declares specs only: no tensors
+      auto& copy = static_cast<TiedEmbeddingCopy&>(model->add_unit(
+          std::make_unique<TiedEmbeddingCopy>(probe.token_embedding().spec)));
+      tied = &copy.weight();
+    }
+  }
+  for (int64_t layer = std::max<int64_t>(begin, 1) - 1; layer < std::min(end, count - 1) - 1;
+       ++layer) {
+    model->add_unit(std::make_unique<TransformerBlock>(config, layer));
+  }
+  if (has_head) model->add_unit(std::make_unique<LmHeadUnit>(config, tied));
+  model->set_config(config);
+  model->finalize();
+  return model;
+}
+
+std::vector<TransformerUnitInfo> transformer_unit_infos(const TransformerConfig& config) {
+  std::vector<TransformerUnitInfo> out;
+  for (const auto& unit : full_units(config)) {
+    int64_t params = 0;
+    for (const auto& p : unit->parameters()) params += p.numel();
+    out.push_back({unit->name(), unit->kind(), params});
+  }
+  return out;
+}
+
+std::vector<ParamSpec> transformer_parameter_specs(const TransformerConfig& config) {
+  std::vector<ParamSpec> specs;
+  for (const auto& unit : full_units(config)) {
+    for (const auto& p : unit->parameters()) specs.push_back(p.spec);
+  }
+  return specs;
 }
 
 namespace {
@@ -73,19 +154,50 @@ void init_parameters(Model& model, uint64_t seed, double stddev) {
   const double residual_scale =
       gpt2 ? 1.0 / std::sqrt(2.0 * static_cast<double>(model.config()->num_layers)) : 1.0;
   Tensor host = Tensor::zeros_host({model.num_parameters()}, DType::kF64);
-  std::mt19937_64 rng(seed);
-  for (Parameter* p : model.parameters()) {
-    double* out = host.data<double>() + p->flat_offset;
-    const int64_t n = p->numel();
-    const std::string& name = p->spec.name;
-    if (ends_with(name, ".bias")) continue;  // zeros
-    if (is_norm_weight(name) && p->spec.shape.size() == 1) {
-      for (int64_t i = 0; i < n; ++i) out[i] = 1.0;
-      continue;
+  // The specs values are drawn for, in order: the full model's when this model is (a stage
+  // of) a built transformer, so a stage draws exactly what the full model draws.
+  std::unordered_map<std::string, Parameter*> own;
+  for (Parameter* p : model.parameters()) own.emplace(p->spec.name, p);
+  std::vector<ParamSpec> specs;
+  if (model.config()) {
+    specs = transformer_parameter_specs(*model.config());
+    // Only when every parameter is found with its full shape (or is a declared tensor-parallel
+    // slice of it): a model not built by build_transformer draws in its own order.
+    size_t found = 0;
+    for (const ParamSpec& spec : specs) {
+      auto it = own.find(spec.name);
+      if (it != own.end() && (it->second->spec.shape == spec.shape || it->second->spec.slice)) {
+        ++found;
+      }
     }
-    const bool residual_out = ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight");
-    std::normal_distribution<double> normal(0.0, stddev * (residual_out ? residual_scale : 1.0));
-    for (int64_t i = 0; i < n; ++i) out[i] = normal(rng);
+    if (found != own.size()) specs.clear();
+  }
+  if (specs.empty()) {
+    for (Parameter* p : model.parameters()) specs.push_back(p->spec);
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<double> values;
+  for (const ParamSpec& spec : specs) {
+    const int64_t n = shape_numel(spec.shape);
+    const std::string& name = spec.name;
+    values.assign(static_cast<size_t>(n), 0.0);  // biases: zeros
+    if (ends_with(name, ".bias")) {
+    } else if (is_norm_weight(name) && spec.shape.size() == 1) {
+      values.assign(static_cast<size_t>(n), 1.0);
+    } else {
+      const bool residual_out =
+          ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight");
+      std::normal_distribution<double> normal(0.0, stddev * (residual_out ? residual_scale : 1.0));
+      for (double& v : values) v = normal(rng);
+    }
+    auto it = own.find(name);
+    if (it == own.end()) continue;
+    double* own_values = host.data<double>() + it->second->flat_offset;
+    if (it->second->spec.slice) {  // a tensor-parallel part: the full tensor's elements
+      extract_tensor_slice(*it->second->spec.slice, values.data(), own_values);
+    } else {
+      std::copy(values.begin(), values.end(), own_values);
+    }
   }
   Tensor staged = Tensor::zeros_host({model.num_parameters()}, model.param_dtype());
   if (model.param_dtype() == DType::kF64) {

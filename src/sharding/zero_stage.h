@@ -88,6 +88,12 @@ class ZeroStage final : public model::UnitObserver {
   // before the reduction at stages 0-1, into its reduced partition at stages 2-3 (an overflow
   // only this rank sees before the norm's all-reduce).
   void poison_next_reduction() { poison_next_reduction_ = true; }
+  // Stages 0-1, between the last end_pass() and reduce_gradients(): the view of this rank's
+  // micro-batch-summed, not yet reduced gradient of `p` (the accumulator when there is one,
+  // else the model's gradient) - where a pipeline all-reduces tied parameters' gradients.
+  Tensor accumulated_gradient(const model::Parameter& p) {
+    return accumulator_.defined() ? accumulator_.view(p.flat_offset, p.spec.shape) : p.grad;
+  }
   // The parameters (in model order) whose reduced gradients on this rank hold Inf/NaN, at most
   // `limit` of them (for overflow diagnostics; call after reduce_gradients).
   std::vector<std::string> nonfinite_gradient_names(size_t limit) const;

@@ -17,6 +17,8 @@
 #endif
 #include "comm/host_staged_comm.h"
 #include "comm/mesh.h"
+#include "engine/pipeline_engine.h"
+#include "pipeline/parallel_sizes.h"
 #include "comm/self_comm.h"
 #include "comm/world.h"
 #include "core/error.h"
@@ -29,6 +31,7 @@
 #include "model/hf_checkpoint.h"
 #include "model/sequence_tiling.h"
 #include "model/sequence_length.h"
+#include "model/tensor_parallel.h"
 #include "model/transformer_builder.h"
 #include "model/ulysses_attention.h"
 #include "tools/arg_parser.h"
@@ -192,6 +195,12 @@ int run_train(const Args& args) {
       .option("save-every", "0", "save every N steps (0: at the end)")
       .option("resume", "", "checkpoint directory to resume from (loads DIR/latest)")
       .option("seed", "1234", "seed for weights and data order")
+      .option("pipeline-parallel-size", "",
+              "pipeline stages (overrides pipeline.stages; default: the config, \"auto\" = 1); "
+              "the data-parallel size is ranks / stages")
+      .option("tensor-parallel-size", "",
+              "tensor-parallel ranks (overrides tensor_parallel.autotp_size; default: the config, "
+              "0 = 1): heads, MLP width and vocabulary split over them")
       .option("log-json", "", "append one JSON object per logged step to this file")
       .option("micro-batch", "", "train_micro_batch_size_per_gpu when \"auto\" or absent (Trainer default 8)")
       .option("grad-accum", "", "gradient_accumulation_steps when \"auto\" or absent (Trainer default 1)")
@@ -240,6 +249,9 @@ int run_train(const Args& args) {
   // arguments, else its defaults; bucket sizes from the model.
   config::AutoValues autos;
   autos.world_size = comm.world_size();
+  // The model-parallel sizes: the config reader counts batch sizes over world / (pp x tp x sp).
+  autos.pipeline_parallel_size = count_flag(parser, "pipeline-parallel-size", 1);
+  autos.tensor_parallel_size = count_flag(parser, "tensor-parallel-size", 1);
   autos.total_steps = steps;
   autos.hidden_size = shape.hidden_size;
   autos.add_trainer_optimizer = true;
@@ -264,7 +276,7 @@ int run_train(const Args& args) {
                                                read_options)
           : config::DeepSpeedConfig::from_file(config_source, autos, read_options);
   if (leader) print_config_notes(ds_config, config_source);
-  const engine::EngineSettings settings = engine::settings_from_config(ds_config, config_source);
+  engine::EngineSettings settings = engine::settings_from_config(ds_config, config_source);
   const std::string checkpointing = parser.get("gradient-checkpointing");
   if (checkpointing != "true" && checkpointing != "false") {
     throw ConfigError("zero train: --gradient-checkpointing takes true or false, got \"" +
@@ -276,11 +288,47 @@ int run_train(const Args& args) {
   tiling.mlp_shards = model::parse_shards_flag("zero train: --tiled-mlp", parser.get("tiled-mlp"));
   tiling.logits_shards =
       model::parse_shards_flag("zero train: --tiled-logits", parser.get("tiled-logits"));
+  // Pipeline parallelism (pipeline.stages or --pipeline-parallel-size): dp = world / stages.
+  pipeline::ParallelSizeFlags size_flags;
+  size_flags.pipeline_parallel_size = count_flag(parser, "pipeline-parallel-size", 1);
+  size_flags.tensor_parallel_size = count_flag(parser, "tensor-parallel-size", 1);
+  const comm::MeshShape parallel =
+      pipeline::resolve_parallel_sizes(comm.world_size(), ds_config, size_flags);
+  const bool pipelined = parallel.pp > 1;
+  if (pipelined) {
+    engine::check_pipeline_settings(ds_config.pipeline, config_source);
+  }
+  // Tensor parallelism (model/tensor_parallel.h, model/vocab_parallel.h): each rank holds its
+  // part of every block and of the vocabulary; ZeRO runs over the data-parallel group.
+  const bool tensor_parallel = parallel.tp > 1;
+  if (tensor_parallel) {
+    std::string unsupported;
+    if (pipelined) {
+      unsupported = "pipeline parallelism";
+    } else if (!parser.get("save").empty() || !parser.get("resume").empty()) {
+      unsupported = "checkpoints (--save, --resume)";
+    }
+    if (!unsupported.empty()) {
+      throw UnsupportedError("zero train: tensor parallelism (" + std::to_string(parallel.tp) +
+                             " ranks) together with " + unsupported + " is not supported yet");
+    }
+    // Heads and widths that cannot split stop here with the sizes (ConfigError).
+    model::tensor_parallel_block_config(shape, model::TensorParallelLayout{0, parallel.tp});
+  }
+  // The config reader counted the batch over the data-parallel ranks (DeepSpeed's arithmetic).
+  ZERO_CHECK(settings.train_batch_size ==
+                 settings.micro_batch_size * settings.gradient_accumulation_steps * parallel.dp,
+             "train_batch_size " << settings.train_batch_size << " is not micro x gas x dp "
+                                 << parallel.dp);
   // Ulysses sequence parallelism: the ranks, the heads and the sequence must split by sp.
   const comm::MeshShape mesh_shape =
-      comm::Mesh::sequence_parallel_shape(comm.world_size(), settings.sequence_parallel_size);
+      pipelined || tensor_parallel ? parallel
+                : comm::Mesh::sequence_parallel_shape(comm.world_size(), settings.sequence_parallel_size);
   if (mesh_shape.sp > 1) {
-    model::ulysses_heads(shape.num_heads, shape.num_kv_heads, mesh_shape.sp);
+    // Ulysses splits the heads of this rank's tensor-parallel part.
+    const model::TransformerConfig heads = model::tensor_parallel_block_config(
+        shape, model::TensorParallelLayout{0, mesh_shape.tp});
+    model::ulysses_heads(heads.num_heads, heads.num_kv_heads, mesh_shape.sp);
     if (seq_len % mesh_shape.sp != 0) {
       throw ConfigError("zero train: --seq-len " + std::to_string(seq_len) +
                         " does not divide by sequence_parallel_size " + std::to_string(mesh_shape.sp) +
@@ -339,19 +387,49 @@ int run_train(const Args& args) {
   // group and the data sources are indexed by the data-parallel rank, so a sequence group reads
   // the same batches and the engine keeps each rank's part of them.
   std::optional<comm::Mesh> mesh;
-  if (mesh_shape.sp > 1) mesh.emplace(group, mesh_shape);
+  if (mesh_shape.sp > 1 || pipelined || tensor_parallel) mesh.emplace(group, mesh_shape);
   const int data_rank = mesh ? mesh->coordinate(comm::MeshAxis::kData) : comm.rank();
   const int data_ranks = mesh_shape.dp;
   std::unique_ptr<model::Model> net;
-  if (is_model_folder(model_arg)) {
-    net = model::load_hf_model(model_arg, *device, DType::kF32);
+  std::unique_ptr<engine::PipelineEngine> pipe;
+  if (pipelined) {
+    // Each rank builds its stage only (engine/pipeline_engine.h); a Hugging Face folder is
+    // loaded whole, its stage's parameters copied by name, and freed.
+    std::unique_ptr<model::Model> weights;
+    if (is_model_folder(model_arg)) weights = model::load_hf_model(model_arg, *device, DType::kF32);
+    pipe = std::make_unique<engine::PipelineEngine>(
+        weights ? *weights->config() : shape, *device, settings, *mesh,
+        pipeline::PartitionMethod::parse(ds_config.pipeline.partition), seed, weights.get());
+    if (const char* fault = std::getenv("ZERO_TEST_PIPELINE_FAULT")) {
+      // Test hook: "RANK:MICRO_BATCH" makes that world rank's stage throw in the forward pass of
+      // that micro-batch of the first step, while its neighbours wait on it.
+      int fault_rank = -1;
+      long long micro_batch = -1;
+      if (std::sscanf(fault, "%d:%lld", &fault_rank, &micro_batch) != 2) {
+        throw ConfigError(std::string("ZERO_TEST_PIPELINE_FAULT='") + fault +
+                          "': expected RANK:MICRO_BATCH, e.g. 1:2");
+      }
+      if (fault_rank == comm.rank()) pipe->fail_in_forward(micro_batch);
+    }
+    pipe->model().set_activation_checkpointing(checkpointing == "true");
+    pipe->model().set_sequence_tiling(tiling);
   } else {
-    net = model::build_transformer(shape, *device, DType::kF32);
-    model::init_parameters(*net, seed);
+    // Tensor parallelism: this rank's part of every block and of the vocabulary.
+    model::TensorParallelLayout layout;
+    if (tensor_parallel) layout = {mesh->coordinate(comm::MeshAxis::kTensor), parallel.tp};
+    if (is_model_folder(model_arg)) {
+      net = model::load_hf_model(model_arg, *device, DType::kF32, layout);  // slices of the tensors
+    } else {
+      net = model::build_transformer(shape, *device, DType::kF32, layout);
+      model::init_parameters(*net, seed);  // each rank keeps its slices of the full model's values
+    }
+    if (tensor_parallel) net->set_tensor_group(&mesh->group(comm::MeshAxis::kTensor));
   }
-  net->set_activation_checkpointing(checkpointing == "true");
-  net->set_sequence_tiling(tiling);
-  const int64_t vocab = net->config()->vocab_size;
+  if (net) {
+    net->set_activation_checkpointing(checkpointing == "true");
+    net->set_sequence_tiling(tiling);
+  }
+  const int64_t vocab = net ? net->config()->vocab_size : shape.vocab_size;
 
   std::unique_ptr<engine::TrainingData> data, eval_data;
   const std::string data_arg = parser.get("data");
@@ -375,8 +453,13 @@ int run_train(const Args& args) {
                                                     data_rank, data_ranks, seed + 1);
   }
 
-  engine::Engine engine(std::move(net), settings, mesh ? mesh->data_sequence_group() : group,
-                        mesh ? &mesh->group(comm::MeshAxis::kSequence) : nullptr);
+  std::unique_ptr<engine::Engine> plain;
+  if (!pipe) {
+    plain = std::make_unique<engine::Engine>(std::move(net), settings,
+                                             mesh ? mesh->data_sequence_group() : group,
+                                             mesh ? &mesh->group(comm::MeshAxis::kSequence) : nullptr);
+  }
+  engine::Engine& engine = pipe ? pipe->engine() : *plain;
   engine::TrainerOptions options;
   options.steps = steps;
   options.seq_len = seq_len;
@@ -406,10 +489,25 @@ int run_train(const Args& args) {
     // over every rank (the data x sequence group).
     std::printf("data parallel: %d ranks over %s, ZeRO stage %lld", mesh_shape.dp,
                 comm.name().c_str(), static_cast<long long>(settings.zero.stage));
-    if (mesh) std::printf(" over the %d ranks of the data x sequence group", comm.world_size());
+    if (mesh && mesh_shape.sp > 1) {
+      std::printf(" over the %d ranks of the data x sequence group", comm.world_size());
+    }
     std::printf("\n");
   }
-  if (mesh) {
+  if (pipe) {
+    std::printf("pipeline parallel: %d stages x dp=%d (1F1B over %lld micro-batches); this stage "
+                "holds units [%lld, %lld) of %lld\n",
+                mesh_shape.pp, mesh_shape.dp,
+                static_cast<long long>(settings.gradient_accumulation_steps),
+                static_cast<long long>(pipe->parts()[0]), static_cast<long long>(pipe->parts()[1]),
+                static_cast<long long>(pipe->parts().back()));
+  } else if (tensor_parallel) {
+    std::printf("tensor parallel: tp=%d x sp=%d x dp=%d (each rank holds %lld of %lld heads and its "
+                "part of the MLP and the vocabulary)\n",
+                mesh_shape.tp, mesh_shape.sp, mesh_shape.dp,
+                static_cast<long long>(shape.num_heads / mesh_shape.tp),
+                static_cast<long long>(shape.num_heads));
+  } else if (mesh) {
     std::printf("sequence parallel: sp=%d x dp=%d (Ulysses; each rank holds %lld of %lld tokens "
                 "per sequence)\n",
                 mesh_shape.sp, mesh_shape.dp, static_cast<long long>(seq_len / mesh_shape.sp),

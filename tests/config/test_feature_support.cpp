@@ -12,10 +12,13 @@
 namespace zero::config {
 namespace {
 
-DeepSpeedConfig parse(const std::string& body) {
+// `ranks`: the world the config is read for (model-parallel sizes must divide it).
+DeepSpeedConfig parse(const std::string& body, int64_t ranks = 4) {
+  AutoValues autos;
+  autos.world_size = ranks;
   return DeepSpeedConfig::from_text(
       R"({"train_micro_batch_size_per_gpu": 1)" + (body.empty() ? "" : ", " + body) + "}",
-      "ds.json");
+      "ds.json", autos);
 }
 
 std::vector<std::string> keys_of(const std::string& body) {
@@ -128,8 +131,8 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
       {R"("comms_logger": {"enabled": true, "debug": true})", "comms_logger.debug"},
       {R"("wandb": {"enabled": true})", "wandb.enabled"},
       {R"("checkpoint": {"load_universal": true})", "checkpoint.load_universal"},
-      {R"("pipeline": {"stages": 2})", "pipeline"},
-      {R"("tensor_parallel": {"autotp_size": 2})", "tensor_parallel"},
+      // The size runs (tensor parallelism); the other AutoTP settings are not acted on.
+      {R"("tensor_parallel": {"autotp_size": 2, "tp_overlap_comm": true})", "tensor_parallel"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> want = {c.key};
@@ -146,6 +149,16 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
           << e.what();
     }
   }
+}
+
+TEST(FeatureSupport, TensorParallelSizeRuns) {
+  EXPECT_NO_THROW(check_supported(parse(R"("tensor_parallel": {"autotp_size": 2})"), "ds.json"));
+  EXPECT_NO_THROW(check_supported(
+      parse(R"("tensor_parallel": {"autotp_size": 4, "tp": {"tp_size": 4}})"), "ds.json"));
+  EXPECT_THROW(check_supported(
+                   parse(R"("tensor_parallel": {"autotp_size": 4, "tp": {"tp_grain_size": 64}})"),
+                   "ds.json"),
+               UnsupportedError);
 }
 
 TEST(FeatureSupport, UnknownOptimizerSuggestsABuiltOne) {

@@ -1,6 +1,6 @@
 // The pipeline and tensor_parallel sections: DeepSpeed's keys and defaults, "stages": "auto",
 // validation (typos, ranges, the partition method's form), round trip, and support gating (read
-// but still rejected when they ask for pipeline or tensor parallelism).
+// but still rejected when they ask for tensor parallelism; pipeline parallelism runs).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,9 +13,13 @@
 namespace zero::config {
 namespace {
 
+// Read for 16 ranks: the model-parallel sizes these tests write (2, 4) must divide the world
+// (DeepSpeedConfig checks pipeline x tensor x sequence against it).
 DeepSpeedConfig parse(const std::string& body) {
+  AutoValues autos;
+  autos.world_size = 16;
   return DeepSpeedConfig::from_text(R"({"train_micro_batch_size_per_gpu": 1, )" + body + "}",
-                                    "ds.json");
+                                    "ds.json", autos);
 }
 
 std::string error_of(const std::string& body) {
@@ -140,9 +144,11 @@ TEST(ParallelismConfig, RoundTrips) {
   EXPECT_TRUE(j["pipeline"]["stages"].is_null());
   EXPECT_EQ(j["tensor_parallel"]["tensor_parallel"]["tp_grain_size"], 8);
   EXPECT_EQ(j.dump().find("\"auto\""), std::string::npos);
-  EXPECT_EQ(DeepSpeedConfig::from_json(j, "checkpoint"), c);
+  AutoValues autos;
+  autos.world_size = 16;  // as parse() reads
+  EXPECT_EQ(DeepSpeedConfig::from_json(j, "checkpoint", autos), c);
   const DeepSpeedConfig staged = parse(R"("pipeline": {"stages": 2})");
-  EXPECT_EQ(DeepSpeedConfig::from_json(staged.to_json(), "checkpoint"), staged);
+  EXPECT_EQ(DeepSpeedConfig::from_json(staged.to_json(), "checkpoint", autos), staged);
 }
 
 std::vector<std::string> unsupported_keys(const std::string& body) {
@@ -160,23 +166,18 @@ TEST(ParallelismConfig, StillRejectedWhenInUse) {
                           R"("tensor_parallel": {"autotp_size": 1, "tp": {"tp_size": 1}})"}) {
     EXPECT_EQ(unsupported_keys(off), Keys{}) << off;
   }
-  EXPECT_EQ(unsupported_keys(R"("pipeline": {"stages": 2})"), Keys{"pipeline"});
-  EXPECT_EQ(unsupported_keys(R"("pipeline": {"stages": 1, "partition": "uniform"})"),
-            Keys{"pipeline"});
-  EXPECT_EQ(unsupported_keys(R"("tensor_parallel": {"autotp_size": 2})"), Keys{"tensor_parallel"});
+  // Pipeline parallelism runs (engine/pipeline_engine.h): the section is no longer rejected here.
+  EXPECT_EQ(unsupported_keys(R"("pipeline": {"stages": 2})"), Keys{});
+  EXPECT_EQ(unsupported_keys(R"("pipeline": {"stages": 1, "partition": "uniform"})"), Keys{});
+  // Tensor parallelism runs (model/tensor_parallel.h) at the size autotp_size gives; the
+  // section's other settings (the inference-side tp.tp_size among them) are still rejected.
+  EXPECT_EQ(unsupported_keys(R"("tensor_parallel": {"autotp_size": 2})"), Keys{});
+  EXPECT_EQ(unsupported_keys(R"("tensor_parallel": {"autotp_size": 2, "tp": {"tp_size": 2}})"),
+            Keys{});
   EXPECT_EQ(unsupported_keys(R"("tensor_parallel": {"tp": {"tp_size": 2}})"),
             Keys{"tensor_parallel"});
   EXPECT_EQ(unsupported_keys(R"("tensor_parallel": {"tp_overlap_comm": true})"),
             Keys{"tensor_parallel"});
-  try {
-    check_supported(parse(R"("pipeline": {"stages": 2, "partition": "parameters"})"), "ds.json");
-    FAIL() << "pipeline accepted";
-  } catch (const UnsupportedError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "ds.json: key 'pipeline' = {\"stages\":2}: pipeline parallelism is not supported "
-              "yet by zero.cpp (it lands with the 3D-parallelism issue); remove the section (or "
-              "set \"stages\": 1 and leave the other keys at their defaults)");
-  }
 }
 
 }  // namespace

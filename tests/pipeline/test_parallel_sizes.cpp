@@ -55,9 +55,12 @@ TEST(ParallelSizes, FlagsOverrideTheKeys) {
                1, 4, 1, 1);
 }
 
+// The config is read for a rank count every size here divides (the reader stops a config whose
+// sizes do not divide the ranks itself: tests/config/test_model_parallel_batch.cpp), so this
+// reaches resolve_parallel_sizes' own check, which also sees the command-line sizes.
 std::string error_of(int world, const std::string& body, const ParallelSizeFlags& flags = {}) {
   try {
-    resolve_parallel_sizes(world, config_with(body, world), flags);
+    resolve_parallel_sizes(world, config_with(body, 720720), flags);
   } catch (const ConfigError& e) {
     return e.what();
   }

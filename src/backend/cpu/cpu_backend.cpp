@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_cross_entropy.h"
 #include "backend/cpu/cpu_elementwise.h"
 #include "backend/cpu/cpu_embedding.h"
+#include "backend/cpu/cpu_vocab_slice.h"
 #include "backend/cpu/cpu_f32_twins.h"
 #include "backend/cpu/cpu_layernorm.h"
 #include "backend/cpu/cpu_matmul.h"
@@ -195,6 +196,61 @@ void CpuBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Te
   Tensor* wide_dlogits = t.out(dlogits);
   cpu::softmax_cross_entropy(t.out(losses), wide_dlogits, t.in(logits), targets, ignore_index,
                              grad_scale);
+  t.finish();
+}
+
+void CpuBackend::embedding_forward_slice(Tensor& out, const Tensor& ids, const Tensor& table,
+                                         int64_t first_id, bool accumulate) {
+  if (!any_16bit(out, table)) {
+    return cpu::embedding_forward_slice(out, ids, table, first_id, accumulate);
+  }
+  cpu::F32Twins t;
+  cpu::embedding_forward_slice(t.out(out), ids, t.in(table), first_id, accumulate);
+  t.finish();
+}
+
+void CpuBackend::embedding_backward_slice(Tensor& dtable, const Tensor& dout, const Tensor& ids,
+                                          int64_t first_id) {
+  if (!any_16bit(dtable, dout)) return cpu::embedding_backward_slice(dtable, dout, ids, first_id);
+  cpu::F32Twins t;
+  cpu::embedding_backward_slice(t.out(dtable), t.in(dout), ids, first_id);
+  t.finish();
+}
+
+void CpuBackend::cross_entropy_slice_max(Tensor& row_max, const Tensor& logits) {
+  if (!any_16bit(logits)) return cpu::cross_entropy_slice_max(row_max, logits);
+  cpu::F32Twins t;
+  cpu::cross_entropy_slice_max(row_max, t.in(logits));
+  t.finish();
+}
+
+void CpuBackend::cross_entropy_slice_sums(Tensor& sum_exp, Tensor& target_logit,
+                                          const Tensor& logits, const Tensor& row_max,
+                                          const Tensor& targets, int64_t first_column) {
+  if (!any_16bit(logits)) {
+    return cpu::cross_entropy_slice_sums(sum_exp, target_logit, logits, row_max, targets,
+                                         first_column);
+  }
+  cpu::F32Twins t;
+  cpu::cross_entropy_slice_sums(sum_exp, target_logit, t.in(logits), row_max, targets,
+                                first_column);
+  t.finish();
+}
+
+void CpuBackend::cross_entropy_slice_finish(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                                            const Tensor& row_max, const Tensor& sum_exp,
+                                            const Tensor& target_logit, const Tensor& targets,
+                                            int64_t first_column, int64_t ignore_index,
+                                            double grad_scale) {
+  if (!any_16bit(losses, dlogits, logits)) {
+    return cpu::cross_entropy_slice_finish(losses, dlogits, logits, row_max, sum_exp,
+                                           target_logit, targets, first_column, ignore_index,
+                                           grad_scale);
+  }
+  cpu::F32Twins t;
+  Tensor* wide_dlogits = t.out(dlogits);  // may be the logits buffer: one shared twin
+  cpu::cross_entropy_slice_finish(t.out(losses), wide_dlogits, t.in(logits), row_max, sum_exp,
+                                  target_logit, targets, first_column, ignore_index, grad_scale);
   t.finish();
 }
 

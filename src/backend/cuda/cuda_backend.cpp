@@ -912,6 +912,101 @@ void CudaBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const T
                                      grad_scale, error_device_, current());
 }
 
+// ---- vocabulary slices -----------------------------------------------------------------------
+
+void CudaBackend::embedding_forward_slice(Tensor& out, const Tensor& ids, const Tensor& table,
+                                          int64_t first_id, bool accumulate) {
+  check_embedding(Checks(device(), "embedding_forward_slice"), out, "out", ids, table, "table");
+  cuda::launch_embedding_forward_slice(out.raw_data(), ids.raw_data(), ids.dtype() == DType::kI64,
+                                       table.raw_data(), table.dtype(), ids.numel(),
+                                       table.size(0), table.size(1), first_id, accumulate,
+                                       current());
+}
+
+void CudaBackend::embedding_backward_slice(Tensor& dtable, const Tensor& dout, const Tensor& ids,
+                                           int64_t first_id) {
+  check_embedding(Checks(device(), "embedding_backward_slice"), dout, "dout", ids, dtable,
+                  "dtable");
+  cuda::launch_embedding_backward_slice(dtable.raw_data(), dout.raw_data(), dtable.dtype(),
+                                        ids.raw_data(), ids.dtype() == DType::kI64, ids.numel(),
+                                        dtable.size(0), dtable.size(1), first_id, current());
+}
+
+namespace {
+// The f64 [rows] statistics of the sliced cross-entropy.
+void check_slice_stats(const Checks& check, const Tensor& logits,
+                       std::initializer_list<std::pair<const Tensor*, const char*>> stats) {
+  check.contiguous(logits, "logits");
+  if (logits.dim() < 1) check.fail("logits " + logits.describe() + " must be [..., V]");
+  const int64_t rows = leading_rows(logits);
+  for (const auto& [t, name] : stats) {
+    check.contiguous(*t, name).dtype(*t, DType::kF64, name);
+    if (t->numel() != rows) {
+      check.fail(std::string(name) + " " + t->describe() + " needs one value per row of logits " +
+                 logits.describe());
+    }
+  }
+}
+}  // namespace
+
+void CudaBackend::cross_entropy_slice_max(Tensor& row_max, const Tensor& logits) {
+  const Checks check(device(), "cross_entropy_slice_max");
+  check_slice_stats(check, logits, {{&row_max, "row_max"}});
+  cuda::launch_cross_entropy_slice_max(static_cast<double*>(row_max.raw_data()), logits.raw_data(),
+                                       logits.dtype(), leading_rows(logits), logits.size(-1),
+                                       current());
+}
+
+void CudaBackend::cross_entropy_slice_sums(Tensor& sum_exp, Tensor& target_logit,
+                                           const Tensor& logits, const Tensor& row_max,
+                                           const Tensor& targets, int64_t first_column) {
+  const Checks check(device(), "cross_entropy_slice_sums");
+  check_slice_stats(check, logits,
+                    {{&sum_exp, "sum_exp"}, {&target_logit, "target_logit"}, {&row_max, "row_max"}});
+  check.ids(targets, "targets");
+  if (targets.numel() != leading_rows(logits)) {
+    check.fail("targets " + targets.describe() + " need one id per row of logits " +
+               logits.describe());
+  }
+  cuda::launch_cross_entropy_slice_sums(
+      static_cast<double*>(sum_exp.raw_data()), static_cast<double*>(target_logit.raw_data()),
+      logits.raw_data(), logits.dtype(), static_cast<const double*>(row_max.raw_data()),
+      targets.raw_data(), targets.dtype() == DType::kI64, leading_rows(logits), logits.size(-1),
+      first_column, current());
+}
+
+void CudaBackend::cross_entropy_slice_finish(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                                             const Tensor& row_max, const Tensor& sum_exp,
+                                             const Tensor& target_logit, const Tensor& targets,
+                                             int64_t first_column, int64_t ignore_index,
+                                             double grad_scale) {
+  const Checks check(device(), "cross_entropy_slice_finish");
+  check_slice_stats(check, logits,
+                    {{&row_max, "row_max"}, {&sum_exp, "sum_exp"}, {&target_logit, "target_logit"}});
+  check.contiguous(losses, "losses").ids(targets, "targets");
+  const int64_t rows = leading_rows(logits);
+  if (losses.dtype() != logits.dtype() && losses.dtype() != DType::kF32) {
+    check.fail("losses " + losses.describe() + " must be f32 or the dtype of logits " +
+               logits.describe());
+  }
+  if (targets.numel() != rows || losses.numel() != rows) {
+    check.fail("targets " + targets.describe() + " and losses " + losses.describe() +
+               " need one value per row of logits " + logits.describe());
+  }
+  if (dlogits != nullptr) {
+    check.contiguous(*dlogits, "dlogits")
+        .same_shape(*dlogits, logits, "dlogits", "logits")
+        .dtype(*dlogits, logits.dtype(), "dlogits");
+  }
+  cuda::launch_cross_entropy_slice_finish(
+      losses.raw_data(), losses.dtype() == DType::kF32,
+      dlogits != nullptr ? dlogits->raw_data() : nullptr, logits.raw_data(), logits.dtype(),
+      static_cast<const double*>(row_max.raw_data()), static_cast<const double*>(sum_exp.raw_data()),
+      static_cast<const double*>(target_logit.raw_data()), targets.raw_data(),
+      targets.dtype() == DType::kI64, rows, logits.size(-1), first_column, ignore_index,
+      grad_scale, current());
+}
+
 // ---- reductions ------------------------------------------------------------------------------
 
 void CudaBackend::sum_squares(Tensor& out, const Tensor& x, bool accumulate) {

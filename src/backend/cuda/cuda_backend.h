@@ -93,6 +93,20 @@ class CudaBackend final : public Backend {
   void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                              const Tensor& targets, int64_t ignore_index,
                              double grad_scale) override;
+  void embedding_forward_slice(Tensor& out, const Tensor& ids, const Tensor& table,
+                               int64_t first_id, bool accumulate) override;
+  void embedding_backward_slice(Tensor& dtable, const Tensor& dout, const Tensor& ids,
+                                int64_t first_id) override;
+  void cross_entropy_slice_max(Tensor& row_max, const Tensor& logits) override;
+  void cross_entropy_slice_sums(Tensor& sum_exp, Tensor& target_logit, const Tensor& logits,
+                                const Tensor& row_max, const Tensor& targets,
+                                int64_t first_column) override;
+  void cross_entropy_slice_finish(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                                  const Tensor& row_max, const Tensor& sum_exp,
+                                  const Tensor& target_logit, const Tensor& targets,
+                                  int64_t first_column, int64_t ignore_index,
+                                  double grad_scale) override;
+
   void sum_squares(Tensor& out, const Tensor& x, bool accumulate) override;
   void sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) override;
   void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,

@@ -141,6 +141,28 @@ void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits, 
                                   int64_t vocab, int64_t ignore_index, double grad_scale,
                                   KernelErrorSlot* error, cudaStream_t stream);
 
+// ---- vocabulary slices (cuda_vocab_slice.cu); semantics: Backend's ops of the same names ------
+// Ids outside [first, first + count) are another rank's: zero rows / no contribution.
+void launch_embedding_forward_slice(void* out, const void* ids, bool ids_i64, const void* table,
+                                    DType dtype, int64_t n, int64_t count, int64_t channels,
+                                    int64_t first_id, bool accumulate, cudaStream_t stream);
+void launch_embedding_backward_slice(void* dtable, const void* dout, DType dtype, const void* ids,
+                                     bool ids_i64, int64_t n, int64_t count, int64_t channels,
+                                     int64_t first_id, cudaStream_t stream);
+// Statistics are f64 [rows]; losses f32 or `dtype`.
+void launch_cross_entropy_slice_max(double* row_max, const void* logits, DType dtype,
+                                    int64_t rows, int64_t cols, cudaStream_t stream);
+void launch_cross_entropy_slice_sums(double* sum_exp, double* target_logit, const void* logits,
+                                     DType dtype, const double* row_max, const void* targets,
+                                     bool targets_i64, int64_t rows, int64_t cols,
+                                     int64_t first_column, cudaStream_t stream);
+void launch_cross_entropy_slice_finish(void* losses, bool losses_f32, void* dlogits,
+                                       const void* logits, DType dtype, const double* row_max,
+                                       const double* sum_exp, const double* target_logit,
+                                       const void* targets, bool targets_i64, int64_t rows,
+                                       int64_t cols, int64_t first_column, int64_t ignore_index,
+                                       double grad_scale, cudaStream_t stream);
+
 // ---- reductions into a device f64 scalar (cuda_reductions.cu) ---------------------------------
 size_t reduction_scratch_bytes(int64_t n);
 // out[0] = alpha * sum(x or x^2) (+ out[0] when accumulate), in f64, deterministic.

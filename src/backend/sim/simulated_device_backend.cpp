@@ -256,6 +256,54 @@ void SimulatedDeviceBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogi
                              grad_scale);
 }
 
+void SimulatedDeviceBackend::embedding_forward_slice(Tensor& out, const Tensor& ids,
+                                                     const Tensor& table, int64_t first_id,
+                                                     bool accumulate) {
+  const char* op = "embedding_forward_slice";
+  Tensor h = host_alias(out, op);
+  cpu_.embedding_forward_slice(h, host_alias(ids, op), host_alias(table, op), first_id,
+                               accumulate);
+}
+
+void SimulatedDeviceBackend::embedding_backward_slice(Tensor& dtable, const Tensor& dout,
+                                                      const Tensor& ids, int64_t first_id) {
+  const char* op = "embedding_backward_slice";
+  Tensor h = host_alias(dtable, op);
+  cpu_.embedding_backward_slice(h, host_alias(dout, op), host_alias(ids, op), first_id);
+}
+
+void SimulatedDeviceBackend::cross_entropy_slice_max(Tensor& row_max, const Tensor& logits) {
+  const char* op = "cross_entropy_slice_max";
+  Tensor h = host_alias(row_max, op);
+  cpu_.cross_entropy_slice_max(h, host_alias(logits, op));
+}
+
+void SimulatedDeviceBackend::cross_entropy_slice_sums(Tensor& sum_exp, Tensor& target_logit,
+                                                      const Tensor& logits,
+                                                      const Tensor& row_max,
+                                                      const Tensor& targets,
+                                                      int64_t first_column) {
+  const char* op = "cross_entropy_slice_sums";
+  Tensor sum_h = host_alias(sum_exp, op);
+  Tensor target_h = host_alias(target_logit, op);
+  cpu_.cross_entropy_slice_sums(sum_h, target_h, host_alias(logits, op), host_alias(row_max, op),
+                                host_alias(targets, op), first_column);
+}
+
+void SimulatedDeviceBackend::cross_entropy_slice_finish(
+    Tensor& losses, Tensor* dlogits, const Tensor& logits, const Tensor& row_max,
+    const Tensor& sum_exp, const Tensor& target_logit, const Tensor& targets,
+    int64_t first_column, int64_t ignore_index, double grad_scale) {
+  const char* op = "cross_entropy_slice_finish";
+  Tensor losses_h = host_alias(losses, op);
+  Tensor dlogits_slot;
+  cpu_.cross_entropy_slice_finish(losses_h, host_alias(dlogits, dlogits_slot, op),
+                                  host_alias(logits, op), host_alias(row_max, op),
+                                  host_alias(sum_exp, op), host_alias(target_logit, op),
+                                  host_alias(targets, op), first_column, ignore_index,
+                                  grad_scale);
+}
+
 void SimulatedDeviceBackend::sum_squares(Tensor& out, const Tensor& x, bool accumulate) {
   Tensor h = host_alias(out, "sum_squares");
   cpu_.sum_squares(h, host_alias(x, "sum_squares"), accumulate);
