@@ -18,6 +18,13 @@ std::optional<std::string> configure_activation_checkpointing(
   }
   model::CheckpointingOptions options = model.activation_checkpointer().options();
   options.partition_activations = section.partition_activations;
+  // DeepSpeed partitions over its model-parallel group: the ranks that hold identical block
+  // inputs, which here are the tensor-parallel ranks (Ulysses and data-parallel ranks hold
+  // different tokens). Without a tensor group the option keeps everything (DeepSpeed with
+  // model-parallel size 1).
+  if (section.partition_activations && model.tensor_group() != nullptr) {
+    model.set_activation_partition_group(model.tensor_group());
+  }
   options.cpu_checkpointing = section.cpu_checkpointing;
   options.contiguous_memory_optimization = section.contiguous_memory_optimization;
   options.number_checkpoints = section.number_checkpoints;

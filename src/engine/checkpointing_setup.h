@@ -17,10 +17,10 @@ namespace zero::engine {
 // decides whether to checkpoint: the returned warning names the keys set and how to turn
 // checkpointing on. Nothing to say: nullopt.
 //
-// partition_activations partitions over the model's activation partition group, which the
-// engine does not set: that group is the tensor-parallel group (ranks holding identical
-// activations), and zero.cpp has none yet, so the option is a no-op here, as in DeepSpeed with
-// model-parallel size 1. Data-parallel and sequence-parallel ranks hold different activations.
+// partition_activations partitions over the model's tensor-parallel group (Model::tensor_group:
+// the ranks holding identical block inputs, DeepSpeed's model-parallel group); without one it
+// is a no-op, as in DeepSpeed with model-parallel size 1. Data-parallel and sequence-parallel
+// ranks hold different activations, so they are never partitioned over.
 std::optional<std::string> configure_activation_checkpointing(
     model::Model& model, const config::ActivationCheckpointingConfig& section);
 

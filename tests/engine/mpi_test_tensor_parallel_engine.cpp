@@ -144,6 +144,44 @@ INSTANTIATE_TEST_SUITE_P(Stages, TensorParallelEngineTest,
                                   (param_info.param.bf16 ? "_bf16" : "");
                          });
 
+// partition_activations under the Engine: the checkpointed block inputs are partitioned over the
+// tensor-parallel group (the ranks that hold identical inputs, DeepSpeed's model-parallel
+// group): every rank keeps 1/tp of each, the losses and gradient norms are bit-identical to plain
+// checkpointing at the same tp, and the saved bytes fall by tp (up to the last piece's padding).
+TEST(TensorParallelPartitionedActivations, KeepOneTpthOfEachInputAndChangeNoBit) {
+  comm::Comm& world = comm::world();
+  const int tp = world.world_size();
+  comm::Mesh mesh(world, comm::MeshShape{1, 1, 1, tp});
+  backend::CpuBackend cpu;
+  const model::TransformerConfig config = small_config("llama");
+  auto run = [&](bool partition, std::vector<double>& losses, std::vector<double>& norms) {
+    auto part = model::build_transformer(
+        config, cpu, kParams,
+        model::TensorParallelLayout{mesh.coordinate(comm::MeshAxis::kTensor), tp});
+    model::init_parameters(*part, 11);
+    part->set_tensor_group(&mesh.group(comm::MeshAxis::kTensor));
+    part->set_activation_checkpointing(true);
+    EngineSettings settings = zero_settings(0, kMicro, kGas, 1);
+    settings.activation_checkpointing.partition_activations = partition;
+    Engine engine(std::move(part), settings, mesh.data_sequence_group());
+    for (int64_t step = 0; step < 2; ++step) {
+      for (double loss : train_step(engine, step, 0, kSeq)) losses.push_back(loss);
+      norms.push_back(engine.last_grad_norm());
+    }
+    return engine.model().activation_checkpointer().memory().peak_device_bytes;
+  };
+  std::vector<double> plain_losses, plain_norms, part_losses, part_norms;
+  const size_t plain_bytes = run(false, plain_losses, plain_norms);
+  const size_t part_bytes = run(true, part_losses, part_norms);
+  EXPECT_EQ(part_losses, plain_losses);
+  EXPECT_EQ(part_norms, plain_norms);
+  ASSERT_GT(plain_bytes, 0u);
+  // ceil(numel / tp) elements per rank and input: at most one element of padding per input.
+  const size_t inputs = static_cast<size_t>(config.num_layers);
+  EXPECT_LE(part_bytes, plain_bytes / static_cast<size_t>(tp) + inputs * sizeof(float));
+  EXPECT_GE(part_bytes, plain_bytes / static_cast<size_t>(tp));
+}
+
 TEST(TensorParallelNormWeight, CountsEveryElementOnce) {
   model::ParamSpec whole{"w", {4}};
   EXPECT_EQ(tensor_parallel_norm_weight(whole, 4), 0.25);

@@ -132,6 +132,28 @@ TEST_F(ZeroMpirunTensorParallel, TensorTimesSequenceParallelGivesTheOneRankLosse
   expect_same_losses("four", "one");
 }
 
+// partition_activations keeps 1/tp of each checkpointed block input per tensor rank (DeepSpeed's
+// model-parallel group) and all-gathers it for the recompute: the losses are bit-identical to
+// plain checkpointing at the same tp, and the checkpointed blocks' inputs are all-gathered.
+TEST_F(ZeroMpirunTensorParallel, PartitionedActivationsMatchPlainCheckpointingBitForBit) {
+  const std::string flags = "--model tiny-llama --seq-len 64 --steps 3 --gradient-checkpointing true";
+  const Result plain = train(2, "plain", R"({"train_micro_batch_size_per_gpu": 2, "steps_per_print": 1,
+                                            "tensor_parallel": {"autotp_size": 2}})",
+                             flags);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const Result parts = train(2, "parts", R"({"train_micro_batch_size_per_gpu": 2, "steps_per_print": 1,
+                                            "tensor_parallel": {"autotp_size": 2},
+                                            "comms_logger": {"enabled": true},
+                                            "activation_checkpointing": {
+                                              "partition_activations": true,
+                                              "contiguous_memory_optimization": true,
+                                              "cpu_checkpointing": true}})",
+                             flags);
+  ASSERT_EQ(parts.exit_code, 0) << parts.output;
+  EXPECT_EQ(losses("parts"), losses("plain"));
+  EXPECT_EQ(losses("parts").size(), 3u);
+}
+
 TEST_F(ZeroMpirunTensorParallel, HuggingFaceFolderLoadsBySlices) {
   // A Qwen2-style fixture (q/k/v biases, GQA): each rank reads its slices of the tensors.
   const std::string flags = std::string("--model ") + ZERO_TEST_FIXTURES +
