@@ -11,15 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/backend_factory.h"
-#if ZERO_HAVE_NCCL
-#include "backend/cuda/nccl_comm.h"
-#endif
-#include "comm/host_staged_comm.h"
 #include "comm/mesh.h"
 #include "engine/pipeline_engine.h"
-#include "pipeline/parallel_sizes.h"
-#include "comm/self_comm.h"
 #include "comm/world.h"
 #include "core/error.h"
 #include "core/parse_number.h"
@@ -33,9 +26,10 @@
 #include "model/sequence_length.h"
 #include "model/tensor_parallel.h"
 #include "model/transformer_builder.h"
-#include "model/ulysses_attention.h"
 #include "tools/arg_parser.h"
 #include "tools/command.h"
+#include "tools/train_device.h"
+#include "tools/train_parallelism.h"
 
 namespace zero::tools {
 namespace {
@@ -288,53 +282,14 @@ int run_train(const Args& args) {
   tiling.mlp_shards = model::parse_shards_flag("zero train: --tiled-mlp", parser.get("tiled-mlp"));
   tiling.logits_shards =
       model::parse_shards_flag("zero train: --tiled-logits", parser.get("tiled-logits"));
-  // Pipeline parallelism (pipeline.stages or --pipeline-parallel-size): dp = world / stages.
-  pipeline::ParallelSizeFlags size_flags;
-  size_flags.pipeline_parallel_size = count_flag(parser, "pipeline-parallel-size", 1);
-  size_flags.tensor_parallel_size = count_flag(parser, "tensor-parallel-size", 1);
-  const comm::MeshShape parallel =
-      pipeline::resolve_parallel_sizes(comm.world_size(), ds_config, size_flags);
-  const bool pipelined = parallel.pp > 1;
-  if (pipelined) {
-    engine::check_pipeline_settings(ds_config.pipeline, config_source);
-  }
-  // Tensor parallelism (model/tensor_parallel.h, model/vocab_parallel.h): each rank holds its
-  // part of every block and of the vocabulary; ZeRO runs over the data-parallel group.
-  const bool tensor_parallel = parallel.tp > 1;
-  if (tensor_parallel) {
-    std::string unsupported;
-    if (pipelined) {
-      unsupported = "pipeline parallelism";
-    } else if (!parser.get("save").empty() || !parser.get("resume").empty()) {
-      unsupported = "checkpoints (--save, --resume)";
-    }
-    if (!unsupported.empty()) {
-      throw UnsupportedError("zero train: tensor parallelism (" + std::to_string(parallel.tp) +
-                             " ranks) together with " + unsupported + " is not supported yet");
-    }
-    // Heads and widths that cannot split stop here with the sizes (ConfigError).
-    model::tensor_parallel_block_config(shape, model::TensorParallelLayout{0, parallel.tp});
-  }
-  // The config reader counted the batch over the data-parallel ranks (DeepSpeed's arithmetic).
-  ZERO_CHECK(settings.train_batch_size ==
-                 settings.micro_batch_size * settings.gradient_accumulation_steps * parallel.dp,
-             "train_batch_size " << settings.train_batch_size << " is not micro x gas x dp "
-                                 << parallel.dp);
-  // Ulysses sequence parallelism: the ranks, the heads and the sequence must split by sp.
-  const comm::MeshShape mesh_shape =
-      pipelined || tensor_parallel ? parallel
-                : comm::Mesh::sequence_parallel_shape(comm.world_size(), settings.sequence_parallel_size);
-  if (mesh_shape.sp > 1) {
-    // Ulysses splits the heads of this rank's tensor-parallel part.
-    const model::TransformerConfig heads = model::tensor_parallel_block_config(
-        shape, model::TensorParallelLayout{0, mesh_shape.tp});
-    model::ulysses_heads(heads.num_heads, heads.num_kv_heads, mesh_shape.sp);
-    if (seq_len % mesh_shape.sp != 0) {
-      throw ConfigError("zero train: --seq-len " + std::to_string(seq_len) +
-                        " does not divide by sequence_parallel_size " + std::to_string(mesh_shape.sp) +
-                        "; each rank of a sequence group holds an equal part: use a multiple of it");
-    }
-  }
+  const TrainParallelism parallel = resolve_train_parallelism(
+      {comm.world_size(), count_flag(parser, "pipeline-parallel-size", 1),
+       count_flag(parser, "tensor-parallel-size", 1), seq_len,
+       !parser.get("save").empty() || !parser.get("resume").empty(), config_source},
+      ds_config, settings, shape);
+  const comm::MeshShape& mesh_shape = parallel.shape;
+  const bool pipelined = parallel.pipelined();
+  const bool tensor_parallel = parallel.tensor_parallel();
   // Before anything is allocated: does this run fit this machine's memory?
   engine::MemoryPreflightRequest need;
   need.micro_batch = settings.micro_batch_size;
@@ -351,43 +306,15 @@ int run_train(const Args& args) {
   need.cpu_checkpointing = settings.activation_checkpointing.cpu_checkpointing;
   engine::check_training_memory(shape, need);
 
-  // `--device cuda` with several ranks: when every rank has a GPU of its own (local rank < GPUs on
-  // its machine), rank r of a machine takes GPU r and the ranks talk over NCCL (NcclComm);
-  // otherwise they share GPU 0 and reach each other through host staging buffers.
-  std::string device_name = parser.get("device");
-  [[maybe_unused]] bool use_nccl = false;
-#if ZERO_HAVE_NCCL
-  if (device_name == "cuda" && comm.world_size() > 1) {
-    const int local_rank = comm::local_rank_from_environment();
-    const bool own_gpu = local_rank < backend::cuda_device_count();
-    use_nccl = comm.all_reduce_scalar(own_gpu ? 0.0 : 1.0, comm::ReduceOp::kMax) == 0.0;
-    if (use_nccl) device_name = "cuda:" + std::to_string(local_rank);
-  }
-#endif
-  const std::unique_ptr<backend::Backend> device = backend::create_backend(device_name);
-  // A device backend without a device-aware communicator reaches the other ranks through host
-  // staging buffers.
-  // At world size 1 the group's copies are the device backend's.
-  std::unique_ptr<comm::Comm> device_group;
-#if ZERO_HAVE_NCCL
-  if (use_nccl) {
-    device_group = std::make_unique<comm::NcclComm>(comm, dynamic_cast<backend::CudaBackend&>(*device));
-  }
-#endif
-  if (!device_group && !device->device().is_cpu()) {
-    if (comm.world_size() > 1) {
-      device_group = std::make_unique<comm::HostStagedComm>(comm, *device);
-    } else {
-      device_group = std::make_unique<comm::SelfComm>(device.get());
-    }
-  }
-  comm::Comm& group = device_group ? *device_group : comm;
+  TrainDevice train_device = open_train_device(parser.get("device"), comm);
+  const std::unique_ptr<backend::Backend>& device = train_device.backend;
+  comm::Comm& group = *train_device.group;
   // Ulysses sequence parallelism (the config's sequence_parallel_size): groups of sp
   // consecutive ranks share each sequence, dp = world / sp; ZeRO runs over the data x sequence
   // group and the data sources are indexed by the data-parallel rank, so a sequence group reads
   // the same batches and the engine keeps each rank's part of them.
   std::optional<comm::Mesh> mesh;
-  if (mesh_shape.sp > 1 || pipelined || tensor_parallel) mesh.emplace(group, mesh_shape);
+  if (parallel.needs_mesh()) mesh.emplace(group, mesh_shape);
   const int data_rank = mesh ? mesh->coordinate(comm::MeshAxis::kData) : comm.rank();
   const int data_ranks = mesh_shape.dp;
   std::unique_ptr<model::Model> net;
@@ -416,7 +343,7 @@ int run_train(const Args& args) {
   } else {
     // Tensor parallelism: this rank's part of every block and of the vocabulary.
     model::TensorParallelLayout layout;
-    if (tensor_parallel) layout = {mesh->coordinate(comm::MeshAxis::kTensor), parallel.tp};
+    if (tensor_parallel) layout = {mesh->coordinate(comm::MeshAxis::kTensor), mesh_shape.tp};
     if (is_model_folder(model_arg)) {
       net = model::load_hf_model(model_arg, *device, DType::kF32, layout);  // slices of the tensors
     } else {

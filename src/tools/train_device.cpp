@@ -1,0 +1,45 @@
+#include "tools/train_device.h"
+
+#include "backend/backend_factory.h"
+#if ZERO_HAVE_NCCL
+#include "backend/cuda/nccl_comm.h"
+#endif
+#include "comm/host_staged_comm.h"
+#include "comm/self_comm.h"
+#include "comm/world.h"
+
+namespace zero::tools {
+
+TrainDevice open_train_device(const std::string& device_name, comm::Comm& world) {
+  std::string name = device_name;
+  [[maybe_unused]] bool use_nccl = false;
+#if ZERO_HAVE_NCCL
+  if (name == "cuda" && world.world_size() > 1) {
+    const int local_rank = comm::local_rank_from_environment();
+    const bool own_gpu = local_rank < backend::cuda_device_count();
+    // Every rank must agree: one rank without a GPU of its own sends everybody to host staging.
+    use_nccl = world.all_reduce_scalar(own_gpu ? 0.0 : 1.0, comm::ReduceOp::kMax) == 0.0;
+    if (use_nccl) name = "cuda:" + std::to_string(local_rank);
+  }
+#endif
+  TrainDevice out;
+  out.backend = backend::create_backend(name);
+#if ZERO_HAVE_NCCL
+  if (use_nccl) {
+    out.device_group =
+        std::make_unique<comm::NcclComm>(world, dynamic_cast<backend::CudaBackend&>(*out.backend));
+  }
+#endif
+  if (!out.device_group && !out.backend->device().is_cpu()) {
+    // At world size 1 the group's copies are the device backend's.
+    if (world.world_size() > 1) {
+      out.device_group = std::make_unique<comm::HostStagedComm>(world, *out.backend);
+    } else {
+      out.device_group = std::make_unique<comm::SelfComm>(out.backend.get());
+    }
+  }
+  out.group = out.device_group ? out.device_group.get() : &world;
+  return out;
+}
+
+}  // namespace zero::tools
