@@ -1,35 +1,21 @@
-// A scratch folder per `zero plot` test, with helpers to write logs, read results and run
-// `zero` (tests/support/cli_runner.h) with paths quoted for the shell.
+// A scratch folder per `zero plot` test (tools/shell_runner.h's ScratchDirTest, which also
+// writes files into it), with helpers to read results and run `zero` (tests/support/cli_runner.h)
+// with paths quoted for the shell.
 #pragma once
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "support/cli_runner.h"
+#include "tools/shell_runner.h"
 
 namespace zero::testing {
 
-class PlotTestDir : public ::testing::Test {
+class PlotTestDir : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("zero_plot_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name), std::ios::binary) << text;
-    return path(name);
-  }
+  PlotTestDir() : ScratchDirTest("zero_plot_") {}
 
   static std::string read(const std::string& file) {
     std::ifstream in(file, std::ios::binary);
@@ -46,8 +32,6 @@ class PlotTestDir : public ::testing::Test {
   }
 
   static CliResult zero(const std::string& args) { return run_cli(args, 120); }
-
-  std::filesystem::path dir_;
 };
 
 inline bool contains(const std::string& text, const std::string& part) {

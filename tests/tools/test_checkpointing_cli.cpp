@@ -10,24 +10,14 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "support/cli_runner.h"
+#include "tools/shell_runner.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<double> logged_losses(const fs::path& log) {
-  std::vector<double> losses;
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line)) {
-    const nlohmann::json entry = nlohmann::json::parse(line);
-    if (entry.contains("loss")) losses.push_back(entry["loss"].get<double>());
-  }
-  return losses;
-}
+using zero::testing::logged_losses;
 
 void write_config(const fs::path& path, const std::string& section) {
   std::ofstream out(path);

@@ -22,6 +22,7 @@
 #include "io/fifo_watchdog.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
+#include "tools/shell_runner.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -38,16 +39,9 @@ std::string fixture(const std::string& folder) {
   return std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder;
 }
 
-class CliHardeningReaders : public ::testing::Test {
+class CliHardeningReaders : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_cli_readers_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  CliHardeningReaders() : ScratchDirTest("zero_cli_readers_") {}
 
   // A model folder holding only config.json: the fixture's GPT-2 config with `edit` applied.
   std::string model_with(const std::function<void(nlohmann::json&)>& edit) {
@@ -67,8 +61,6 @@ class CliHardeningReaders : public ::testing::Test {
     EXPECT_FALSE(has(r.output, "internal")) << r.output;
     for (const std::string& part : parts) EXPECT_TRUE(has(r.output, part)) << part << "\n" << r.output;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(CliHardeningReaders, NLayer2To40IsRefusedNotSpunOn) {

@@ -3,28 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "support/cli_runner.h"
+#include "tools/shell_runner.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<double> logged_losses(const fs::path& log) {
-  std::vector<double> losses;
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line)) {
-    const nlohmann::json entry = nlohmann::json::parse(line);
-    if (entry.contains("loss")) losses.push_back(entry["loss"].get<double>());
-  }
-  return losses;
-}
+using zero::testing::logged_losses;
 
 TEST(DeviceFlag, SimulatedDeviceLossesEqualTheCpuBackend) {
   const fs::path dir = fs::temp_directory_path() / "zero_device_flag";

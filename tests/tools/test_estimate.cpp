@@ -4,9 +4,6 @@
 // --json carries the exact bytes, and bad flags exit with 2 and a message naming the flag.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -14,23 +11,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/shell_runner.h"
+
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = zero::testing::CliResult;
+using zero::testing::Stderr;
 
+// `zero <args>`: stdout and stderr together, or (merge_stderr false) stdout alone with stderr
+// left on the test's own, so --json output parses.
 Result run_zero(const std::string& args, bool merge_stderr = true) {
-  const std::string command = std::string(ZERO_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : "");
-  Result r;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return zero::testing::run_shell(zero::testing::zero_cli() + args,
+                                  merge_stderr ? Stderr::kMerge : Stderr::kKeep);
 }
 
 // A line with every run of whitespace collapsed to one space and the ends trimmed, so table

@@ -4,28 +4,20 @@
 // never reaches is a warning.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "support/cli_runner.h"
+#include "tools/shell_runner.h"
 
 namespace {
 namespace fs = std::filesystem;
 
-class FlopsProfilerCli : public ::testing::Test {
+class FlopsProfilerCli : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_flops_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  FlopsProfilerCli() : ScratchDirTest("zero_flops_cli_") {}
 
   // A DeepSpeed config whose flops_profiler section holds `profiler` (JSON members).
   std::string config(const std::string& profiler) const {
@@ -41,8 +33,6 @@ class FlopsProfilerCli : public ::testing::Test {
     s << in.rdbuf();
     return s.str();
   }
-
-  fs::path dir_;
 };
 
 TEST_F(FlopsProfilerCli, TrainWritesTheProfileToOutputFile) {

@@ -4,36 +4,24 @@
 // real two-rank run of a trivial command works and passes exit statuses back.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
+
+#include "tools/shell_runner.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = zero::testing::CliResult;
 
-// `env_prefix` sets the environment of the launcher (e.g. "env -u OMP_NUM_THREADS").
+// `zero <args>`, stdout and stderr together; `env_prefix` sets the environment of the launcher
+// (e.g. "env -u OMP_NUM_THREADS").
 Result run_zero(const std::string& args, const std::string& env_prefix = "env -u OMP_NUM_THREADS") {
-  const std::string command = env_prefix + " " + std::string(ZERO_CLI_PATH) + " " + args + " 2>&1";
-  Result r;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return zero::testing::run_shell(env_prefix + " " + zero::testing::zero_cli() + args);
 }
 
 size_t count(const std::string& text, const std::string& what) {
@@ -42,24 +30,12 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-class ZeroLaunch : public ::testing::Test {
+class ZeroLaunch : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("zero_launch_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
+  ZeroLaunch() : ScratchDirTest("zero_launch_") {}
   static std::string mpirun_prefix() { return ::geteuid() == 0 ? "mpirun --allow-run-as-root " : "mpirun "; }
   static std::string exe() { return fs::canonical(ZERO_CLI_PATH).string(); }
   static long cores() { return std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)); }
-  fs::path dir_;
 };
 
 TEST_F(ZeroLaunch, DryRunOnThisMachine) {

@@ -4,27 +4,20 @@
 // stops the run before training with the key and the path named.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "support/cli_runner.h"
 #include "support/tfevents_reader.h"
+#include "tools/shell_runner.h"
 
 namespace {
 namespace fs = std::filesystem;
 
-class MonitorsCli : public ::testing::Test {
+class MonitorsCli : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("zero_monitors_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  MonitorsCli() : ScratchDirTest("zero_monitors_cli_") {}
 
   std::string config(const std::string& output_path) const {
     const fs::path path = dir_ / "ds.json";
@@ -40,8 +33,6 @@ class MonitorsCli : public ::testing::Test {
     for (std::string line; std::getline(in, line);) ++n;
     return n;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(MonitorsCli, TrainWritesCsvAndTensorBoardFiles) {

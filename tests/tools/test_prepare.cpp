@@ -4,56 +4,32 @@
 // every user error.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "data/token_shard.h"
+#include "tools/shell_runner.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = zero::testing::CliResult;
 
+// `zero <args>`, stdout and stderr together.
 Result run_zero(const std::string& args) {
-  const std::string command = std::string(ZERO_CLI_PATH) + " " + args + " 2>&1";
-  Result r;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr)
-    r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return zero::testing::run_shell(zero::testing::zero_cli() + args);
 }
 
-class ZeroPrepare : public ::testing::Test {
+class ZeroPrepare : public zero::testing::ScratchDirTest {
  protected:
+  ZeroPrepare() : ScratchDirTest("zero_prepare_") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_prepare_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    ScratchDirTest::SetUp();
     text_ = (dir_ / "a.txt").string();
     std::ofstream(text_) << std::string(1000, 'z');
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& content) const {
-    std::ofstream(path(name), std::ios::binary) << content;
-    return path(name);
   }
 
   void expect_user_error(const std::string& args, const std::string& message) const {
@@ -62,7 +38,6 @@ class ZeroPrepare : public ::testing::Test {
     EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
   }
 
-  fs::path dir_;
   std::string text_;
 };
 

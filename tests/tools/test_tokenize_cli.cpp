@@ -4,11 +4,6 @@
 // every user error.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,28 +11,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/shell_runner.h"
+
 namespace {
 
-namespace fs = std::filesystem;
 const std::string kFixtures = std::string(ZERO_TEST_FIXTURES) + "/tokenizers/";
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout (and stderr when asked)
-};
+using Result = zero::testing::CliResult;
+using zero::testing::Stderr;
 
+// `zero <args>`: stdout, and stderr too unless `with_stderr` is false (then it is thrown away).
 Result run_zero(const std::string& args, bool with_stderr = true) {
-  const std::string command =
-      std::string(ZERO_CLI_PATH) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 1 << 16> buffer{};
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return zero::testing::run_shell(zero::testing::zero_cli() + args,
+                                  with_stderr ? Stderr::kMerge : Stderr::kDiscard);
 }
 
 std::string read_file(const std::string& path) {
@@ -51,27 +37,14 @@ nlohmann::json expected(const std::string& family) {
   return nlohmann::json::parse(read_file(kFixtures + family + "/expected.json"));
 }
 
-class ZeroTokenize : public ::testing::Test {
+class ZeroTokenize : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_tokenize_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& content) const {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << content;
-    return path;
-  }
+  ZeroTokenize() : ScratchDirTest("zero_tokenize_") {}
   void expect_user_error(const std::string& args, const std::string& message) const {
     const Result r = run_zero("tokenize " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
   }
-  fs::path dir_;
 };
 
 TEST_F(ZeroTokenize, FileIdsEqualHuggingFaces) {

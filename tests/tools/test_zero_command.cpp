@@ -3,12 +3,8 @@
 // non-zero with a message naming the problem.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <array>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,26 +13,15 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/hf_checkpoint.h"
+#include "tools/shell_runner.h"
 
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using Result = zero::testing::CliResult;
 
-Result run(const std::string& args) {
-  const std::string command = std::string(ZERO_CLI_PATH) + " " + args + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, ""};
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// `zero <args>`, stdout and stderr together.
+Result run(const std::string& args) { return zero::testing::run_shell(zero::testing::zero_cli() + args); }
 
 // The number that follows `label` (after whitespace), NaN when absent.
 double number_after(const std::string& text, const std::string& label) {
@@ -48,16 +33,9 @@ double number_after(const std::string& text, const std::string& label) {
   return value;
 }
 
-class ZeroCommand : public ::testing::Test {
+class ZeroCommand : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("zero_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  ZeroCommand() : ScratchDirTest("zero_cli_") {}
 };
 
 TEST_F(ZeroCommand, DefaultTrainingReachesTheEntropyFloor) {

@@ -4,55 +4,24 @@
 // per-operation summary.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/hf_checkpoint.h"
+#include "tools/shell_runner.h"
 
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using zero::testing::mpirun;
+using Result = zero::testing::CliResult;
+using zero::testing::run_shell;
 
-Result run(const std::string& command_line) {
-  const std::string command = command_line + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, ""};
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-// ASAN_OPTIONS: in the sanitizer build, OpenMPI's components leak at MPI_Finalize; the leak
-// check is off for the ranks (tests/CMakeLists.txt says the same for the mpi tests).
-std::string mpirun(int ranks, const std::string& env = "") {
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
-         "ASAN_OPTIONS=detect_leaks=0 " + env +
-         " mpirun --oversubscribe -np " + std::to_string(ranks) + " " + ZERO_CLI_PATH + " ";
-}
-
-class ZeroMpirun : public ::testing::Test {
+class ZeroMpirun : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("zero_mpirun_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  ZeroMpirun() : ScratchDirTest("zero_mpirun_") {}
 };
 
 TEST_F(ZeroMpirun, ZeroTwoTrainsSavesShardsAndConverts) {
@@ -64,8 +33,8 @@ TEST_F(ZeroMpirun, ZeroTwoTrainsSavesShardsAndConverts) {
     "steps_per_print": 10,
     "comms_logger": {"enabled": true}
   })";
-  const Result r = run(mpirun(2) + "train --deepspeed " + config.string() + " --steps 20 --seq-len 32 --save " +
-                       (dir_ / "ckpt").string());
+  const Result r = run_shell(mpirun(2) + "train --deepspeed " + config.string() +
+                             " --steps 20 --seq-len 32 --save " + (dir_ / "ckpt").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("data parallel: 2 ranks"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("ZeRO stage 2"), std::string::npos) << r.output;
@@ -77,8 +46,8 @@ TEST_F(ZeroMpirun, ZeroTwoTrainsSavesShardsAndConverts) {
   EXPECT_TRUE(fs::exists(tag / "zero_shard_0_of_2.safetensors"));
   EXPECT_TRUE(fs::exists(tag / "zero_shard_1_of_2.safetensors"));
 
-  const Result c = run(std::string(ZERO_CLI_PATH) + " convert " + (dir_ / "ckpt").string() + " " +
-                       (dir_ / "hf").string());
+  const Result c = run_shell(zero::testing::zero_cli() + "convert " + (dir_ / "ckpt").string() + " " +
+                             (dir_ / "hf").string());
   ASSERT_EQ(c.exit_code, 0) << c.output;
   zero::backend::CpuBackend cpu;
   auto model = zero::model::load_hf_model((dir_ / "hf").string(), cpu, zero::DType::kF32);
@@ -87,7 +56,7 @@ TEST_F(ZeroMpirun, ZeroTwoTrainsSavesShardsAndConverts) {
 
 TEST_F(ZeroMpirun, AFailingRankBringsTheJobDown) {
   const auto start = std::chrono::steady_clock::now();
-  const Result r = run(mpirun(2, "ZERO_TEST_FAULT=1:3") + "train --steps 1000");
+  const Result r = run_shell(mpirun(2, "ZERO_TEST_FAULT=1:3") + "train --steps 1000");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(seconds, 30.0) << r.output;

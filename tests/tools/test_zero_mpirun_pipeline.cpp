@@ -7,60 +7,29 @@
 // pipeline resume at one stage and at two.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-#include <sys/wait.h>
-
-#include <array>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "tools/shell_runner.h"
 
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using zero::testing::logged_losses;
+using zero::testing::mpirun;
+using zero::testing::run_shell;
+using Result = zero::testing::CliResult;
 
-Result run(const std::string& command_line) {
-  const std::string command = command_line + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, ""};
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// `zero` on one process with one OpenMP thread (as each mpirun rank has).
+std::string single() { return "env OMP_NUM_THREADS=1 " + zero::testing::zero_cli(); }
 
-std::string mpirun(int ranks, const std::string& env = "") {
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
-         "ASAN_OPTIONS=detect_leaks=0 " +
-         env + " mpirun --oversubscribe -np " + std::to_string(ranks) + " " + ZERO_CLI_PATH + " ";
-}
-
-std::string single(const std::string& env = "") {
-  return "env OMP_NUM_THREADS=1 " + env + " " + std::string(ZERO_CLI_PATH) + " ";
-}
-
-class ZeroMpirunPipeline : public ::testing::Test {
+class ZeroMpirunPipeline : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_pipeline_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  ZeroMpirunPipeline() : ScratchDirTest("zero_pipeline_") {}
 
   fs::path config(const std::string& name, const std::string& extra) {
     const fs::path path = dir_ / name;
@@ -73,40 +42,28 @@ class ZeroMpirunPipeline : public ::testing::Test {
                                "}";
     return path;
   }
-  // The per-step training losses of a --log-json file.
-  static std::vector<double> losses(const fs::path& log) {
-    std::vector<double> out;
-    std::ifstream in(log);
-    std::string line;
-    while (std::getline(in, line)) {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-    }
-    return out;
-  }
   // One rank accumulating dp x 4 micro-batches sees each step's global batch.
   void expect_same_losses(const std::string& model, int ranks, const std::string& extra) {
     const std::string args = " --steps 6 --seq-len 16 --model " + model + " --log-json ";
     const int dp = ranks / 2;
     const fs::path one_cfg = config("one.json", "");
     const Result one =
-        run(single() + "train --deepspeed " + one_cfg.string() + args +
+        run_shell(single() + "train --deepspeed " + one_cfg.string() + args +
             (dir_ / "one.jsonl").string() + " --grad-accum " + std::to_string(4 * dp));
     ASSERT_EQ(one.exit_code, 0) << one.output;
     const fs::path pipe_cfg = config("pipe.json", ", \"pipeline\": {\"stages\": 2}" + extra);
-    const Result pipe = run(mpirun(ranks) + "train --deepspeed " + pipe_cfg.string() + args +
+    const Result pipe = run_shell(mpirun(ranks) + "train --deepspeed " + pipe_cfg.string() + args +
                             (dir_ / "pipe.jsonl").string() + " --grad-accum 4");
     ASSERT_EQ(pipe.exit_code, 0) << pipe.output;
     EXPECT_NE(pipe.output.find("pipeline parallel: 2 stages"), std::string::npos) << pipe.output;
-    const std::vector<double> a = losses(dir_ / "one.jsonl");
-    const std::vector<double> b = losses(dir_ / "pipe.jsonl");
+    const std::vector<double> a = logged_losses(dir_ / "one.jsonl");
+    const std::vector<double> b = logged_losses(dir_ / "pipe.jsonl");
     ASSERT_EQ(a.size(), 6u);
     ASSERT_EQ(b.size(), 6u) << pipe.output;
     for (size_t i = 0; i < a.size(); ++i) {
       EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
     }
   }
-  fs::path dir_;
 };
 
 TEST_F(ZeroMpirunPipeline, TwoStagesTiedGpt2MatchOneRank) { expect_same_losses("tiny", 2, ""); }
@@ -123,47 +80,47 @@ TEST_F(ZeroMpirunPipeline, SaveAtTwoStagesResumeAtOneAndTwo) {
   const fs::path one_cfg = config("one.json", "");
   const fs::path pipe_cfg = config("pipe.json", ", \"pipeline\": {\"stages\": 2}");
   const std::string args = " --model tiny --seq-len 16 --grad-accum 4 ";
-  const Result whole = run(single() + "train --deepspeed " + one_cfg.string() + args +
+  const Result whole = run_shell(single() + "train --deepspeed " + one_cfg.string() + args +
                            "--steps 6 --log-json " + (dir_ / "whole.jsonl").string());
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
   const fs::path ckpt = dir_ / "ckpt";
-  const Result saved = run(mpirun(2) + "train --deepspeed " + pipe_cfg.string() + args +
+  const Result saved = run_shell(mpirun(2) + "train --deepspeed " + pipe_cfg.string() + args +
                            "--steps 3 --save " + ckpt.string());
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
   EXPECT_TRUE(fs::exists(ckpt / "global_step3" / "zero_shard_1_of_2.safetensors"));
   const Result one =
-      run(single() + "train --deepspeed " + one_cfg.string() + args + "--steps 6 --resume " +
+      run_shell(single() + "train --deepspeed " + one_cfg.string() + args + "--steps 6 --resume " +
           ckpt.string() + " --log-json " + (dir_ / "one.jsonl").string());
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const Result two =
-      run(mpirun(2) + "train --deepspeed " + pipe_cfg.string() + args + "--steps 6 --resume " +
+      run_shell(mpirun(2) + "train --deepspeed " + pipe_cfg.string() + args + "--steps 6 --resume " +
           ckpt.string() + " --log-json " + (dir_ / "two.jsonl").string());
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  const std::vector<double> a = losses(dir_ / "whole.jsonl");
+  const std::vector<double> a = logged_losses(dir_ / "whole.jsonl");
   ASSERT_EQ(a.size(), 6u);
   for (const char* log : {"one.jsonl", "two.jsonl"}) {
-    const std::vector<double> b = losses(dir_ / log);
+    const std::vector<double> b = logged_losses(dir_ / log);
     ASSERT_EQ(b.size(), 3u) << log;
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_NEAR(b[i], a[i + 3], 1e-5 * std::abs(a[i + 3])) << log << " step " << i + 4;
     }
   }
   const Result converted =
-      run(std::string(ZERO_CLI_PATH) + " convert " + ckpt.string() + " " + (dir_ / "hf").string());
+      run_shell(zero::testing::zero_cli() + "convert " + ckpt.string() + " " + (dir_ / "hf").string());
   ASSERT_EQ(converted.exit_code, 0) << converted.output;
   EXPECT_TRUE(fs::exists(dir_ / "hf" / "model.safetensors"));
 
   // The converted folder trains at two stages (each loads its parameters by name) as at one.
   const std::string from_hf =
       " --model " + (dir_ / "hf").string() + " --seq-len 16 --grad-accum 4 --steps 2 --log-json ";
-  const Result hf_one = run(single() + "train --deepspeed " + one_cfg.string() + from_hf +
+  const Result hf_one = run_shell(single() + "train --deepspeed " + one_cfg.string() + from_hf +
                             (dir_ / "hf_one.jsonl").string());
   ASSERT_EQ(hf_one.exit_code, 0) << hf_one.output;
-  const Result hf_two = run(mpirun(2) + "train --deepspeed " + pipe_cfg.string() + from_hf +
+  const Result hf_two = run_shell(mpirun(2) + "train --deepspeed " + pipe_cfg.string() + from_hf +
                             (dir_ / "hf_two.jsonl").string());
   ASSERT_EQ(hf_two.exit_code, 0) << hf_two.output;
-  const std::vector<double> c = losses(dir_ / "hf_one.jsonl");
-  const std::vector<double> d = losses(dir_ / "hf_two.jsonl");
+  const std::vector<double> c = logged_losses(dir_ / "hf_one.jsonl");
+  const std::vector<double> d = logged_losses(dir_ / "hf_two.jsonl");
   ASSERT_EQ(c.size(), 2u);
   ASSERT_EQ(d.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(d[i], c[i], 1e-5 * std::abs(c[i])) << "step " << i + 1;
@@ -171,7 +128,7 @@ TEST_F(ZeroMpirunPipeline, SaveAtTwoStagesResumeAtOneAndTwo) {
 
 TEST_F(ZeroMpirunPipeline, FlagOverridesTheConfig) {
   const fs::path cfg = config("auto.json", ", \"pipeline\": {\"stages\": \"auto\"}");
-  const Result r = run(mpirun(2) + "train --deepspeed " + cfg.string() +
+  const Result r = run_shell(mpirun(2) + "train --deepspeed " + cfg.string() +
                        " --steps 2 --seq-len 16 --pipeline-parallel-size 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pipeline parallel: 2 stages x dp=1"), std::string::npos) << r.output;
@@ -179,7 +136,7 @@ TEST_F(ZeroMpirunPipeline, FlagOverridesTheConfig) {
 
 TEST_F(ZeroMpirunPipeline, StagesThatDoNotDivideStopWithTheNumbers) {
   const fs::path cfg = config("three.json", ", \"pipeline\": {\"stages\": 3}");
-  const Result r = run(mpirun(2) + "train --deepspeed " + cfg.string() + " --steps 2 --seq-len 16");
+  const Result r = run_shell(mpirun(2) + "train --deepspeed " + cfg.string() + " --steps 2 --seq-len 16");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pipeline.stages 3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("does not divide the number of ranks, 2"), std::string::npos) << r.output;
@@ -188,7 +145,7 @@ TEST_F(ZeroMpirunPipeline, StagesThatDoNotDivideStopWithTheNumbers) {
 TEST_F(ZeroMpirunPipeline, ZeroTwoWithAPipelineIsRefused) {
   const fs::path cfg =
       config("z2.json", ", \"pipeline\": {\"stages\": 2}, \"zero_optimization\": {\"stage\": 2}");
-  const Result r = run(mpirun(2) + "train --deepspeed " + cfg.string() + " --steps 2 --seq-len 16");
+  const Result r = run_shell(mpirun(2) + "train --deepspeed " + cfg.string() + " --steps 2 --seq-len 16");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("zero_optimization.stage 2 with pipeline parallelism"), std::string::npos)
       << r.output;
@@ -197,7 +154,7 @@ TEST_F(ZeroMpirunPipeline, ZeroTwoWithAPipelineIsRefused) {
 TEST_F(ZeroMpirunPipeline, AFailingStageBringsTheJobDown) {
   const fs::path cfg = config("fail.json", ", \"pipeline\": {\"stages\": 2}");
   const auto start = std::chrono::steady_clock::now();
-  const Result r = run(mpirun(2, "ZERO_TEST_PIPELINE_FAULT=1:2") + "train --deepspeed " +
+  const Result r = run_shell(mpirun(2, "ZERO_TEST_PIPELINE_FAULT=1:2") + "train --deepspeed " +
                        cfg.string() + " --steps 1000 --seq-len 16 --grad-accum 4");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

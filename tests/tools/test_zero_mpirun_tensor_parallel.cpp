@@ -6,87 +6,24 @@
 // tensor parallelism yet is a clear error.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <array>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
-#include <vector>
 
-#include <nlohmann/json.hpp>
+#include "tools/shell_runner.h"
 
 namespace {
-namespace fs = std::filesystem;
+using zero::testing::mpirun;
+using zero::testing::zero_cli;
+using Result = zero::testing::CliResult;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
-
-Result run(const std::string& command_line) {
-  const std::string command = command_line + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, ""};
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string mpirun(int ranks) {
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
-         "ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe -np " +
-         std::to_string(ranks) + " " + ZERO_CLI_PATH + " ";
-}
-
-class ZeroMpirunTensorParallel : public ::testing::Test {
+class ZeroMpirunTensorParallel : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_tp_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  ZeroMpirunTensorParallel() : ScratchDirTest("zero_tp_") {}
 
   // Runs `zero train` (under mpirun when ranks > 0) with `config`; returns its output.
   Result train(int ranks, const std::string& name, const std::string& config,
-               const std::string& flags = "--model tiny --seq-len 64 --steps 3") {
-    const fs::path path = dir_ / (name + ".json");
-    std::ofstream(path) << config;
-    const std::string zero = ranks > 0 ? mpirun(ranks) : std::string(ZERO_CLI_PATH) + " ";
-    return run(zero + "train " + flags + " --deepspeed " + path.string() + " --log-json " +
-               (dir_ / (name + ".jsonl")).string());
+               const std::string& flags = "--model tiny --seq-len 64 --steps 3") const {
+    return train_logged(ranks > 0 ? mpirun(ranks) : zero_cli(), name, config, flags);
   }
-
-  // The per-step training losses of a --log-json file.
-  std::vector<double> losses(const std::string& name) {
-    std::vector<double> out;
-    std::ifstream in(dir_ / (name + ".jsonl"));
-    std::string line;
-    while (std::getline(in, line)) {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-    }
-    return out;
-  }
-
-  void expect_same_losses(const std::string& got_name, const std::string& want_name) {
-    const std::vector<double> got = losses(got_name), want = losses(want_name);
-    ASSERT_EQ(got.size(), 3u);
-    ASSERT_EQ(want.size(), 3u);
-    for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_LE(std::abs(got[i] - want[i]), 1e-5 * std::abs(want[i]))
-          << "step " << i + 1 << ": " << got[i] << " vs " << want[i];
-    }
-  }
-  fs::path dir_;
 };
 
 TEST_F(ZeroMpirunTensorParallel, TwoRanksGiveTheOneRankLosses) {
@@ -96,7 +33,7 @@ TEST_F(ZeroMpirunTensorParallel, TwoRanksGiveTheOneRankLosses) {
                                          "tensor_parallel": {"autotp_size": 2}})");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_NE(two.output.find("tensor parallel: tp=2 x sp=1 x dp=1"), std::string::npos) << two.output;
-  expect_same_losses("two", "one");
+  expect_same_losses("two", "one", 3);
 }
 
 TEST_F(ZeroMpirunTensorParallel, TensorTimesDataParallelWithZeroTwoGivesTheOneRankLosses) {
@@ -113,7 +50,7 @@ TEST_F(ZeroMpirunTensorParallel, TensorTimesDataParallelWithZeroTwoGivesTheOneRa
   ASSERT_EQ(four.exit_code, 0) << four.output;
   EXPECT_NE(four.output.find("tensor parallel: tp=2 x sp=1 x dp=2"), std::string::npos) << four.output;
   EXPECT_NE(four.output.find("ZeRO stage 2"), std::string::npos) << four.output;
-  expect_same_losses("four", "one");
+  expect_same_losses("four", "one", 3);
 }
 
 TEST_F(ZeroMpirunTensorParallel, TensorTimesSequenceParallelGivesTheOneRankLosses) {
@@ -129,7 +66,7 @@ TEST_F(ZeroMpirunTensorParallel, TensorTimesSequenceParallelGivesTheOneRankLosse
   ASSERT_EQ(four.exit_code, 0) << four.output;
   EXPECT_NE(four.output.find("tensor parallel: tp=2 x sp=2 x dp=1"), std::string::npos)
       << four.output;
-  expect_same_losses("four", "one");
+  expect_same_losses("four", "one", 3);
 }
 
 // partition_activations keeps 1/tp of each checkpointed block input per tensor rank (DeepSpeed's
@@ -165,7 +102,7 @@ TEST_F(ZeroMpirunTensorParallel, HuggingFaceFolderLoadsBySlices) {
                                          "tensor_parallel": {"autotp_size": 2}})",
                            flags);
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  expect_same_losses("two", "one");
+  expect_same_losses("two", "one", 3);
 }
 
 TEST_F(ZeroMpirunTensorParallel, WhatDoesNotCombineYetIsAClearError) {

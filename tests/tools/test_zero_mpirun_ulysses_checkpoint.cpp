@@ -9,11 +9,7 @@
 // as on one rank and resumes there.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -21,25 +17,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/shell_runner.h"
+
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
-
-Result run_command(const std::string& command_line) {
-  const std::string command = command_line + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, ""};
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using zero::testing::run_shell;
+using zero::testing::zero_cli;
+using Result = zero::testing::CliResult;
 
 constexpr const char* kOneRank = R"({"train_micro_batch_size_per_gpu": 2, "steps_per_print": 1,
                                      "zero_optimization": {"stage": 1}})";
@@ -47,45 +32,23 @@ constexpr const char* kSequenceParallel = R"({"train_micro_batch_size_per_gpu": 
                                               "sequence_parallel_size": 2,
                                               "zero_optimization": {"stage": 1}})";
 
-class ZeroMpirunUlyssesCheckpoint : public ::testing::Test {
+class ZeroMpirunUlyssesCheckpoint : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_ulysses_ckpt_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  ZeroMpirunUlyssesCheckpoint() : ScratchDirTest("zero_ulysses_ckpt_") {}
 
   // `zero train` on `ranks` processes (mpirun when > 1) with `config`, logging to NAME.jsonl.
-  Result train(int ranks, const std::string& name, const std::string& config, const std::string& flags) {
-    const fs::path path = dir_ / (name + ".json");
-    std::ofstream(path) << config;
-    std::string zero = std::string(ZERO_CLI_PATH) + " ";
-    if (ranks > 1) {
-      zero = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
-             "ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe -np " +
-             std::to_string(ranks) + " " + zero;
-    }
-    return run_command(zero + "train --model tiny-llama --seq-len 128 " + flags + " --deepspeed " +
-                       path.string() + " --log-json " + (dir_ / (name + ".jsonl")).string());
+  Result train(int ranks, const std::string& name, const std::string& config,
+               const std::string& flags) const {
+    return train_logged(ranks > 1 ? zero::testing::mpirun(ranks) : zero_cli(), name, config,
+                        "--model tiny-llama --seq-len 128 " + flags);
   }
 
   // Step -> training loss of a --log-json file.
-  std::vector<std::pair<int64_t, double>> losses(const std::string& name) {
-    std::vector<std::pair<int64_t, double>> out;
-    std::ifstream in(dir_ / (name + ".jsonl"));
-    std::string line;
-    while (std::getline(in, line)) {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      if (j.contains("loss")) out.emplace_back(j["step"].get<int64_t>(), j["loss"].get<double>());
-    }
-    return out;
+  std::vector<std::pair<int64_t, double>> losses(const std::string& name) const {
+    return zero::testing::logged_step_losses(log_path(name));
   }
 
   std::string checkpoint() const { return (dir_ / "checkpoint").string(); }
-  fs::path dir_;
 };
 
 TEST_F(ZeroMpirunUlyssesCheckpoint, SavedAtSequenceParallelTwoResumesOnOneRankAndAtTwo) {
@@ -143,8 +106,8 @@ TEST_F(ZeroMpirunUlyssesCheckpoint, MaskedShardTrainsAndResumesAsOnOneRank) {
     }
   }
   const std::string shard = (dir_ / "qa.bin").string();
-  const Result prepared = run_command(std::string(ZERO_CLI_PATH) + " prepare --out " + shard +
-                                      " --prompt-field p --response-field r " + (dir_ / "qa.jsonl").string());
+  const Result prepared = run_shell(zero_cli() + "prepare --out " + shard +
+                                    " --prompt-field p --response-field r " + (dir_ / "qa.jsonl").string());
   ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
   const Result one = train(1, "one", kOneRank, "--steps 4 --data " + shard);
   ASSERT_EQ(one.exit_code, 0) << one.output;
