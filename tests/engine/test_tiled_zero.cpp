@@ -4,9 +4,8 @@
 // gradient during its forward (the tiled loss keeps its head-weight gradient in an accumulator
 // of its own until backward), and it shows the weight gradients reach ZeRO once per unit.
 //
-// Tolerance 1e-5 relative (f32): tiling only splits the weight-gradient sums over rows into
-// per-shard partial sums; AdamW then normalises the gradients, so 6 steps of reassociation
-// noise stay well below it.
+// Tolerance (f32): losses 1e-5 relative; tiling only splits the weight-gradient sums over rows
+// into per-shard partial sums. Parameters 1e-4 of the largest (see the comment at the check).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,7 +68,11 @@ TEST_P(TiledZero, StagesTwoAndThreeMatchUntiledTraining) {
       scale = std::max(scale, std::fabs(static_cast<double>(reference_params[i])));
       worst = std::max(worst, std::fabs(static_cast<double>(params[i] - reference_params[i])));
     }
-    EXPECT_LE(worst, 1e-5 * scale);
+    // Parameters to 1e-4 of the largest: AdamW divides each gradient by its own running norm,
+    // so an element whose true gradient is zero (GPT-2's attention key bias: softmax ignores a
+    // per-row constant) moves by the sign of its rounding noise, which the reassociated sums
+    // change; 1e-5 held with -march=native but not in the portable (ASan) build.
+    EXPECT_LE(worst, 1e-4 * scale);
   }
 }
 
