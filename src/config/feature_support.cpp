@@ -66,11 +66,6 @@ std::optional<json> when_not_fp32(const std::optional<PrecisionType>& type,
   return json(choice_name(names, *type));
 }
 
-std::optional<json> when_offloaded(OffloadDevice device) {
-  if (device == OffloadDevice::kNone) return std::nullopt;
-  return json(choice_name(offload_device_names(), device));
-}
-
 std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
@@ -187,17 +182,8 @@ const std::vector<Gate>& gates() {
         row("zero_optimization.round_robin_gradients",
             [](const Config& c) { return when_true(c.zero_optimization.round_robin_gradients); },
             "round-robin gradient partitioning", zero, off),
-        row("zero_optimization.cpu_offload_param",
-            [](const Config& c) {
-              return when_true(c.zero_optimization.cpu_offload_param.value_or(false));
-            },
-            "parameter offload", offload, off),
-        row("zero_optimization.offload_param.device",
-            [](const Config& c) {
-              return when_offloaded(c.zero_optimization.offload_param.device);
-            },
-            "parameter offload", offload, "remove the section or set the device to \"none\""),
-        // Optimizer offload to CPU memory and to NVMe is built (stages 1-3); partial offload not yet.
+        // Optimizer offload to CPU memory and to NVMe is built (stages 1-3), and parameter offload
+        // (stage 3); partial optimizer offload not yet.
         // SuperOffload (DeepSpeed's engine for Grace-Hopper-class superchips); its
         // cpuadam_cores_perc and convert_grad_on_cpu only apply with it, as in DeepSpeed.
         row("zero_optimization.offload_optimizer.super_offload",

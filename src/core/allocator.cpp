@@ -71,4 +71,9 @@ CpuAllocator& cpu_pinned_allocator() {
   return allocator;
 }
 
+CpuAllocator& host_pageable_allocator() {
+  static CpuAllocator allocator;
+  return allocator;
+}
+
 }  // namespace zero

@@ -61,5 +61,9 @@ CpuAllocator& cpu_allocator();
 // host memory - nothing needs page-locking without a device - in its own accounting, so
 // staging buffers show up apart from cpu_allocator()'s tensors as they do on a GPU backend.
 CpuAllocator& cpu_pinned_allocator();
+// Ordinary (pageable) host memory that holds offloaded training state when pin_memory is off
+// (ZeRO-Offload without page-locking), in its own accounting: on the CPU backend, whose device
+// memory is cpu_allocator(), offloaded bytes then still show as having left the "device".
+CpuAllocator& host_pageable_allocator();
 
 }  // namespace zero

@@ -119,7 +119,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
                                        : 1.0 / settings_.gradient_predivide_factor;
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
-                                                precision, gradient_prescale);
+                                                precision, gradient_prescale, settings_.aio);
   if (settings_.zero.offload_optimizer.device == config::OffloadDevice::kNvme) {
     // ZeRO-Infinity: the state lives in files; only staging buffers are in host memory.
     nvme_state_ = std::make_unique<NvmeOptimizerState>(

@@ -99,6 +99,8 @@ class Engine {
   Tensor gather_parameters();
   model::Model& model() { return *model_; }
   sharding::ZeroStage& zero_stage() { return *zero_; }
+  // The optimizer state's NVMe swap (offload_optimizer {device: nvme}); null otherwise.
+  const NvmeOptimizerState* nvme_optimizer_state() const { return nvme_state_.get(); }
   comm::Comm& comm() { return comm_; }
   // Ranks that average gradients: the ZeRO group's size / sequence_parallel_size.
   int data_parallel_size() const;

@@ -17,6 +17,7 @@
 #include "engine/engine_state.h"
 #include "engine/flops_profiler.h"
 #include "engine/memory_report.h"
+#include "engine/offload_report.h"
 #include "engine/monitor.h"
 #include "model/model_flops.h"
 
@@ -231,6 +232,10 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   double window_loss = 0.0;
   int64_t window_steps = 0;
   int64_t steps_run = 0;
+  // ZeRO-Offload / ZeRO-Infinity: where the bytes live, then each window's traffic.
+  const bool offloaded = offloads(engine);
+  if (offloaded && !quiet) std::printf("%s\n", offload_placement_line(engine).c_str());
+  OffloadTraffic window_traffic = offloaded ? offload_traffic(engine) : OffloadTraffic{};
   while (engine.global_steps() < options.steps) {
     const int64_t samples_before_step = engine.global_samples();
     profiler.before_step(engine.global_steps());
@@ -279,10 +284,14 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                       static_cast<long long>(engine.skipped_steps()));
         }
         if (mfu > 0) std::printf(" | MFU %.1f%%", 100.0 * mfu);
-        std::printf(" | mem %.1f MiB (params %.1f, grads %.1f, optim %.1f, act peak %.1f)\n",
+        std::printf(" | mem %.1f MiB (params %.1f, grads %.1f, optim %.1f, act peak %.1f)",
                     mib(mem.total_live_bytes), mib(mem.live(MemoryCategory::kParams)),
                     mib(mem.live(MemoryCategory::kGrads)), mib(mem.live(MemoryCategory::kOptimizer)),
                     mib(mem.peak(MemoryCategory::kActivations)));
+        if (offloaded) {
+          std::printf("%s", offload_traffic_text(window_traffic, offload_traffic(engine), window_steps).c_str());
+        }
+        std::printf("\n");
         if (s.memory_breakdown) std::printf("%s\n", memory_breakdown_line(mem).c_str());
       }
       // memory_breakdown reports peaks per print window, as DeepSpeed resets its peak counters.
@@ -307,6 +316,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
       window_loss = 0.0;
       window_steps = 0;
       window_start = Clock::now();
+      if (offloaded) window_traffic = offload_traffic(engine);
     } else if (terminal) {
       draw_progress(step, options.steps, loss);
     }

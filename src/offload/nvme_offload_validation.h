@@ -17,4 +17,8 @@ namespace zero::offload {
 // checked by NvmeSwapStore, which knows both.
 void validate_nvme_offload(const config::AioConfig& aio, const config::OffloadOptimizerConfig& offload);
 
+// For offload_param.device == nvme: nvme_path set, buffer_count and buffer_size positive
+// (ConfigErrors naming the zero_optimization.offload_param keys), aio.use_gds refused as above.
+void validate_nvme_param_offload(const config::AioConfig& aio, const config::OffloadParamConfig& offload);
+
 }  // namespace zero::offload

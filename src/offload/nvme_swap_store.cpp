@@ -1,10 +1,6 @@
 // NvmeSwapStore: files, staging slots and the pipelined sweep over sub-groups.
 #include "offload/nvme_swap_store.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -36,25 +32,6 @@ std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
-}
-
-// The folder the user named must exist and be writable; what is inside it is ours to create.
-void check_nvme_path(const std::filesystem::path& path) {
-  if (path.empty()) {
-    throw ConfigError(std::string(kNvmePathKey) + " is empty: set it to a folder on a fast local disk");
-  }
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    throw ConfigError(std::string(kNvmePathKey) + " \"" + path.string() +
-                      "\" does not exist: create the folder (on a fast local disk) or fix the path");
-  }
-  if (!std::filesystem::is_directory(path, ec)) {
-    throw ConfigError(std::string(kNvmePathKey) + " \"" + path.string() + "\" is not a folder");
-  }
-  if (::access(path.c_str(), W_OK | X_OK) != 0) {
-    throw ConfigError(std::string(kNvmePathKey) + " \"" + path.string() + "\" is not writable (" +
-                      std::strerror(errno) + "): give this user write access or choose another folder");
-  }
 }
 
 }  // namespace
@@ -113,30 +90,8 @@ NvmeSwapStore::NvmeSwapStore(const NvmeSwapStoreOptions& options, Allocator& sta
                       "overlap), or turn pipelining off");
   }
 
-  check_nvme_path(options.nvme_path);
-  directory_ = options.nvme_path / "zero_swap" / ("rank" + std::to_string(options.rank));
-  std::error_code ec;
-  std::filesystem::create_directories(directory_, ec);
-  if (ec) {
-    throw ConfigError(std::string(kNvmePathKey) + " \"" + options.nvme_path.string() + "\": cannot create " +
-                      directory_.string() + ": " + ec.message());
-  }
-
-  // Two stores in one folder would truncate each other's files (two jobs sharing nvme_path with
-  // the same ranks): an exclusive lock on a file in the folder turns that into an error.
-  const std::filesystem::path lock_path = directory_ / ".lock";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd_ < 0) {
-    throw ConfigError(std::string(kNvmePathKey) + " \"" + options.nvme_path.string() + "\": cannot create " +
-                      lock_path.string() + ": " + std::strerror(errno));
-  }
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    throw ConfigError(std::string(kNvmePathKey) + " \"" + options.nvme_path.string() + "\": " +
-                      directory_.string() + " is in use by another NVMe swap (another zero.cpp job "
-                      "with the same nvme_path and rank?); give each job its own nvme_path");
-  }
+  folder_ = std::make_unique<SwapFolder>(options.nvme_path, "zero_swap", options.rank, kNvmePathKey);
+  directory_ = folder_->directory();
 
   try {
     create_files_and_staging(slots_allowed);
@@ -185,11 +140,7 @@ void NvmeSwapStore::remove_files_and_unlock() noexcept {
   std::error_code ec;
   for (const auto& file : files_) std::filesystem::remove(file->path(), ec);
   files_.clear();
-  std::filesystem::remove(directory_ / ".lock", ec);
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
-  lock_fd_ = -1;
-  std::filesystem::remove(directory_, ec);                // only if empty
-  std::filesystem::remove(directory_.parent_path(), ec);  // zero_swap, if no other rank uses it
+  if (folder_) folder_->release();
 }
 
 std::filesystem::path NvmeSwapStore::file_path(std::string_view tensor_name) const {

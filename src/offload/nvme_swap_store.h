@@ -56,6 +56,7 @@
 #include "core/tensor.h"
 #include "offload/aio_engine.h"
 #include "offload/aio_file.h"
+#include "offload/swap_folder.h"
 
 namespace zero::offload {
 
@@ -160,7 +161,7 @@ class NvmeSwapStore {
   // Checksum of block (tensor t, sub-group g) at t * sub_groups_ + g, valid where written.
   std::vector<uint64_t> checksums_;
   std::vector<char> checksum_known_;
-  int lock_fd_ = -1;  // flock'ed: one store per folder
+  std::unique_ptr<SwapFolder> folder_;  // the rank folder, locked: one store per folder
   void* staging_ = nullptr;  // the allocator's block; slots are aligned inside it
   size_t staging_allocation_ = 0;
   AioEngine engine_;  // last member: destroyed first, after its requests have finished

@@ -8,8 +8,7 @@ namespace zero::sharding {
 
 ParameterFetcher::ParameterFetcher(model::Model& model, backend::Backend& backend,
                                    comm::Comm& comm, const PartitionLayout& layout,
-                                   const Tensor& source, Source kind,
-                                   const config::ZeroConfig& zero,
+                                   Source source, const config::ZeroConfig& zero,
                                    std::vector<std::vector<size_t>> needs,
                                    ExposedCommTime& exposed)
     : model_(model),
@@ -17,11 +16,12 @@ ParameterFetcher::ParameterFetcher(model::Model& model, backend::Backend& backen
       comm_(comm),
       layout_(layout),
       source_(source),
-      kind_(kind),
       zero_(zero),
       exposed_(exposed),
       needs_(std::move(needs)),
       slots_(layout.units().size()) {
+  ZERO_CHECK((source.partition == nullptr) != (source.full == nullptr),
+             "ParameterFetcher needs exactly one source");
   const size_t units = needs_.size();
   // The full trace: forward 0..U-1 then backward U-1..0.
   for (size_t u = 0; u < units; ++u) trace_.push_back(needs_[u]);
@@ -60,14 +60,16 @@ void ParameterFetcher::start_gather(size_t u, bool async) {
   ZERO_CHECK(!slot.active, "unit " << u << " gathered twice");
   const UnitPartition& part = layout_.unit(u);
   slot.active = true;
-  if (kind_ == Source::kGather) {
-    slot.gathered = backend_.empty({part.padded_numel}, source_.dtype(), MemoryCategory::kComm);
-    const Tensor shard = source_.view(part.partition_offset, {part.shard_numel});
+  if (source_.partition != nullptr) {
+    slot.gathered =
+        backend_.empty({part.padded_numel}, source_.partition->dtype(), MemoryCategory::kComm);
+    slot.shard = source_.partition->read(u, u);
     if (async) {
-      slot.work = comm_.all_gather_async(shard, slot.gathered);
+      slot.work = comm_.all_gather_async(slot.shard, slot.gathered);
     } else {
       ExposedScope blocked(exposed_);
-      comm_.all_gather(shard, slot.gathered);
+      comm_.all_gather(slot.shard, slot.gathered);
+      slot.shard = Tensor();
     }
   }
   live_elements_ += part.padded_numel;
@@ -81,15 +83,17 @@ void ParameterFetcher::make_ready(size_t u) {
     slot.work->wait();
     slot.work.reset();
   }
+  slot.shard = Tensor();
   if (!slot.bound) {
     const UnitPartition& part = layout_.unit(u);
-    if (kind_ == Source::kGather && slot.gathered.dtype() == DType::kF32) {
+    const bool gathered = source_.partition != nullptr;
+    if (gathered && slot.gathered.dtype() == DType::kF32) {
       slot.working = slot.gathered;
     } else {
       slot.working = backend_.empty({part.padded_numel}, DType::kF32, MemoryCategory::kComm);
       Tensor real = slot.working.view(0, {part.numel});
-      backend_.copy(real, kind_ == Source::kGather ? slot.gathered.view(0, {part.numel})
-                                                  : source_.view(part.flat_begin, {part.numel}));
+      backend_.copy(real, gathered ? slot.gathered.view(0, {part.numel})
+                                   : source_.full->view(part.flat_begin, {part.numel}));
       slot.gathered = Tensor();
     }
     model_.bind_unit_params(u, slot.working);
@@ -144,6 +148,20 @@ void ParameterFetcher::before_use(size_t u, bool backward) {
 }
 
 void ParameterFetcher::prefetch_after(int64_t now) {
+  // The store's own read-ahead (NVMe: disk reads into staging buffers) runs as far ahead as it
+  // has buffers, independent of the gather prefetch below.
+  if (source_.partition != nullptr) {
+    bool more = true;
+    for (int64_t t = now + 1; t < pass_length_ && more; ++t) {
+      for (size_t v : trace_[static_cast<size_t>(t)]) {
+        if (slots_[v].active) continue;
+        if (!source_.partition->prefetch(v)) {
+          more = false;
+          break;
+        }
+      }
+    }
+  }
   int64_t budget = zero_.stage3_prefetch_bucket_size;
   for (int64_t t = now + 1; t < pass_length_ && budget > 0; ++t) {
     for (size_t v : trace_[static_cast<size_t>(t)]) {

@@ -20,25 +20,29 @@
 #include "config/zero_config.h"
 #include "model/model.h"
 #include "sharding/exposed_comm_time.h"
+#include "sharding/partition_store.h"
 #include "sharding/partition_layout.h"
 
 namespace zero::sharding {
 
 class ParameterFetcher {
  public:
-  // Where parameters come from:
-  //   kGather: `source` is this rank's partition (layout.partition_numel() elements); a unit is
-  //            all-gathered (ZeRO-3).
-  //   kLocal:  `source` is the full flat buffer (the model's layout) in 16 bits; a unit is
-  //            converted locally (16-bit storage without ZeRO-3), no communication.
+  // Where parameters come from, exactly one of:
+  //   partition: this rank's partition (partition_store.h: on the device, in host memory or on
+  //              NVMe); a unit's shard is read from it and all-gathered (ZeRO-3). Units ahead of
+  //              use are hinted to it (prefetch) so NVMe reads overlap the compute.
+  //   full:      the full flat buffer (the model's layout) in 16 bits; a unit is converted
+  //              locally (16-bit storage without ZeRO-3), no communication.
   // Either way a unit in a 16-bit dtype is widened to an f32 working copy the layers read (the
-  // CPU backend computes in f32). `source` must outlive the fetcher and be current whenever a
+  // CPU backend computes in f32). The source must outlive the fetcher and be current whenever a
   // unit is fetched.
-  enum class Source { kGather, kLocal };
+  struct Source {
+    PartitionStore* partition = nullptr;
+    const Tensor* full = nullptr;
+  };
   ParameterFetcher(model::Model& model, backend::Backend& backend, comm::Comm& comm,
-                   const PartitionLayout& layout, const Tensor& source, Source kind,
-                   const config::ZeroConfig& zero, std::vector<std::vector<size_t>> needs,
-                   ExposedCommTime& exposed);
+                   const PartitionLayout& layout, Source source, const config::ZeroConfig& zero,
+                   std::vector<std::vector<size_t>> needs, ExposedCommTime& exposed);
 
   // Starts a pass over the model: forward only (evaluation) or forward then backward.
   void begin_pass(bool with_backward);
@@ -59,6 +63,7 @@ class ParameterFetcher {
  private:
   struct Slot {
     bool active = false;                // gathered, in flight, or (local) claimed
+    Tensor shard;                       // this rank's shard while the gather reads it
     Tensor gathered;                    // the all-gathered unit in the storage dtype
     Tensor working;                     // what the unit's views are bound to (f32)
     std::shared_ptr<comm::Work> work;   // in flight while set
@@ -77,8 +82,7 @@ class ParameterFetcher {
   backend::Backend& backend_;
   comm::Comm& comm_;
   const PartitionLayout& layout_;
-  const Tensor& source_;
-  Source kind_;
+  Source source_;
   config::ZeroConfig zero_;
   ExposedCommTime& exposed_;
   std::vector<std::vector<size_t>> needs_;  // per unit: the units it reads (itself first)

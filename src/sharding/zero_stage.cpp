@@ -18,7 +18,7 @@ bool floating_storage(DType d) { return d == DType::kF32 || d == DType::kBF16 ||
 
 ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroConfig& zero,
                      int64_t gradient_accumulation_steps, Precision precision,
-                     double gradient_prescale)
+                     double gradient_prescale, const config::AioConfig& aio)
     : model_(model),
       backend_(model.backend()),
       comm_(comm),
@@ -102,13 +102,18 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     unit_grads_.resize(units);
     model.release_flat_grads();
   }
+  if (zero_.offload_param.device != config::OffloadDevice::kNone && stage_ != 3) {
+    throw ConfigError("zero_optimization.offload_param offloads ZeRO-3's parameter partitions: it "
+                      "needs zero_optimization.stage 3 (DeepSpeed ignores it below); set the stage "
+                      "or remove offload_param");
+  }
   if (stage_ == 3) {
-    param_storage_ =
-        backend_.zeros({layout_.partition_numel()}, precision_.param, MemoryCategory::kParams);
-    copy_shards_from_full(model.flat_params(), param_storage_);
-    fetcher_ = std::make_unique<ParameterFetcher>(model, backend_, comm_, layout_, param_storage_,
-                                                  ParameterFetcher::Source::kGather, zero_, needs_,
-                                                  exposed_);
+    partition_store_ = make_partition_store(backend_, layout_, precision_.param,
+                                            PartitionStoreOptions{zero_.offload_param, aio});
+    write_initial_shards(model.flat_params());
+    fetcher_ = std::make_unique<ParameterFetcher>(
+        model, backend_, comm_, layout_, ParameterFetcher::Source{partition_store_.get(), nullptr},
+        zero_, needs_, exposed_);
   } else if (mixed) {
     param_storage_ = backend_.empty({full_numel}, precision_.param, MemoryCategory::kParams);
     backend_.copy(param_storage_, model.flat_params());
@@ -118,9 +123,9 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     local.stage3_max_reuse_distance = 0;
     local.stage3_max_live_parameters = std::numeric_limits<int64_t>::max();
     local.stage3_param_persistence_threshold = 0;
-    fetcher_ = std::make_unique<ParameterFetcher>(model, backend_, comm_, layout_, param_storage_,
-                                                  ParameterFetcher::Source::kLocal, local, needs_,
-                                                  exposed_);
+    fetcher_ = std::make_unique<ParameterFetcher>(model, backend_, comm_, layout_,
+                                                  ParameterFetcher::Source{nullptr, &param_storage_},
+                                                  local, needs_, exposed_);
   }
   if (params_by_unit()) model.release_flat_params();
   if (params_by_unit() || grads_by_unit()) model.set_observer(this);
@@ -145,10 +150,12 @@ void ZeroStage::offload_master() {
                            " (part of the optimizer step on the device) is not built yet; set "
                            "ratio to 1");
   }
-  host_backend_ = std::make_unique<backend::CpuBackend>();
   // Pinned memory makes the per-step gradient download and parameter upload run at full
-  // bandwidth (DeepSpeed's pin_memory); without it the buffers are ordinary host memory.
-  Allocator& host_memory = offload.pin_memory ? backend_.pinned_host_allocator() : cpu_allocator();
+  // bandwidth (DeepSpeed's pin_memory); without it the buffers are ordinary host memory. The
+  // optimizer's state (allocated by the host backend) lives in the same memory.
+  Allocator& host_memory =
+      offload.pin_memory ? backend_.pinned_host_allocator() : host_pageable_allocator();
+  host_backend_ = std::make_unique<backend::CpuBackend>(host_memory);
   const int64_t n = layout_.partition_numel();
   Tensor master = Tensor::empty(host_memory, {n}, DType::kF32, MemoryCategory::kOptimizer);
   backend_.copy_to_host(master.raw_data(), master_);
@@ -166,19 +173,36 @@ Tensor ZeroStage::master_on_device(DType dtype) {
     backend_.copy(converted, master_);  // rounds to nearest-even
     return converted;
   }
-  const Tensor* host = &master_;
-  if (dtype != DType::kF32) {
-    ZERO_CHECK(host_param_copy_.defined() && host_param_copy_.dtype() == dtype,
-               "offload: no host copy in " << dtype_name(dtype));
-    // The CPU step wrote the copy in its pass; after a checkpoint load it is converted here
-    // (the same round-to-nearest-even).
-    if (!host_param_copy_fresh_) host_backend_->copy(host_param_copy_, master_);
-    host = &host_param_copy_;
-  }
-  host_param_copy_fresh_ = false;
+  const Tensor& host = host_partition_in(dtype);
   Tensor uploaded = backend_.empty({master_.numel()}, dtype, MemoryCategory::kComm);
-  backend_.copy_from_host(uploaded, host->raw_data());
+  backend_.copy_from_host(uploaded, host.raw_data());
   return uploaded;
+}
+
+const Tensor& ZeroStage::host_partition_in(DType dtype) {
+  const bool fresh = host_param_copy_fresh_;
+  host_param_copy_fresh_ = false;
+  if (dtype == DType::kF32) return master_;
+  ZERO_CHECK(host_param_copy_.defined() && host_param_copy_.dtype() == dtype,
+             "offload: no host copy in " << dtype_name(dtype));
+  // The CPU step wrote the copy in its pass; after a checkpoint load it is converted here (the
+  // same round-to-nearest-even).
+  if (!fresh) host_backend_->copy(host_param_copy_, master_);
+  return host_param_copy_;
+}
+
+void ZeroStage::write_initial_shards(const Tensor& full) {
+  const int rank = layout_.rank();
+  for (size_t u = 0; u < layout_.units().size(); ++u) {
+    const UnitPartition& part = layout_.unit(u);
+    Tensor shard = backend_.zeros({part.shard_numel}, DType::kF32, MemoryCategory::kComm);
+    const int64_t count = part.owned_count(rank);
+    if (count > 0) {
+      Tensor owned = shard.view(0, {count});
+      backend_.copy(owned, full.view(part.flat_begin + part.owned_begin(rank), {count}));
+    }
+    partition_store_->write(u, u, shard);
+  }
 }
 
 ZeroStage::~ZeroStage() { model_.set_observer(nullptr); }
@@ -384,7 +408,7 @@ int64_t ZeroStage::update_numel() const {
   return stage_ == 0 ? model_.num_parameters() : layout_.partition_numel();
 }
 
-void ZeroStage::gather_into(Tensor& full, const Tensor& partition) {
+void ZeroStage::gather_into(Tensor& full, const std::function<Tensor(size_t, size_t)>& shards) {
   const size_t units = layout_.units().size();
   const int64_t bucket = std::max<int64_t>(zero_.allgather_bucket_size, 1);
   size_t first = 0;
@@ -395,9 +419,10 @@ void ZeroStage::gather_into(Tensor& full, const Tensor& partition) {
       ++last;
       elements += layout_.unit(last).padded_numel;
     }
-    const int64_t chunk = elements / layout_.world_size();
-    const Tensor input = partition.view(layout_.unit(first).partition_offset, {chunk});
-    Tensor staging = backend_.empty({elements}, partition.dtype(), MemoryCategory::kComm);
+    const Tensor input = shards(first, last);
+    ZERO_CHECK(input.numel() * layout_.world_size() == elements,
+               "gather of units " << first << ".." << last << ": " << input.numel() << " shard elements");
+    Tensor staging = backend_.empty({elements}, input.dtype(), MemoryCategory::kComm);
     {
       ExposedScope blocked(exposed_);
       comm_.all_gather(input, staging);
@@ -415,16 +440,26 @@ void ZeroStage::gather_into(Tensor& full, const Tensor& partition) {
 void ZeroStage::publish_parameters(int64_t step) {
   if (master_f32_.defined()) commit_master(step);
   const bool mixed = precision_.mixed();
-  if (stage_ == 3 || (stage_ == 0 && mixed)) {
+  if (stage_ == 3) {
+    if (host_backend_) {
+      // The CPU step's result goes to the partition's tier straight from host memory.
+      partition_store_->write_from_host(host_partition_in(precision_.param));
+    } else {
+      partition_store_->write(0, layout_.units().size() - 1, master_);  // rounds to the dtype
+    }
+  } else if (stage_ == 0 && mixed) {
     // Rounds to the parameters' dtype; under offload the upload comes first.
     backend_.copy(param_storage_, host_backend_ ? master_on_device(param_storage_.dtype()) : master_);
   } else if (stage_ == 1 || stage_ == 2) {
-    if (mixed) {
-      // The updated shards travel in the parameters' dtype, as DeepSpeed all-gathers them.
-      gather_into(param_storage_, master_on_device(precision_.param));
-    } else {
-      gather_into(model_.flat_params(), master_on_device(DType::kF32));
-    }
+    const DType dtype = mixed ? precision_.param : DType::kF32;
+    const Tensor partition = master_on_device(dtype);
+    const auto shards = [&](size_t first, size_t last) {
+      const int64_t begin = layout_.unit(first).partition_offset;
+      return partition.view(begin, {layout_.unit(last).partition_offset +
+                                    layout_.unit(last).shard_numel - begin});
+    };
+    // The updated shards travel in the parameters' dtype, as DeepSpeed all-gathers them.
+    gather_into(mixed ? param_storage_ : model_.flat_params(), shards);
   }
   if (fetcher_) fetcher_->invalidate();
 }
@@ -437,7 +472,7 @@ void ZeroStage::gather_parameters(Tensor& full) {
     return;
   }
   backend_.fill(full, 0.0);
-  gather_into(full, param_storage_);
+  gather_into(full, [&](size_t first, size_t last) { return partition_store_->read(first, last); });
 }
 
 void ZeroStage::zero_grad() {

@@ -40,18 +40,26 @@
 // publish_parameters() uploads the updated partition in the parameters' dtype (the CPU step
 // writes that 16-bit copy in its pass: offload_param_copy()). With device "nvme" the same holds,
 // and the engine keeps the optimizer's state in files on the NVMe drive (engine/nvme_state.h).
+//
+// Parameter offload (zero_optimization.offload_param, stage 3 only; DeepSpeed's ZeRO-Offload /
+// ZeRO-Infinity of parameters): the stage-3 partition lives in host memory or on NVMe
+// (partition_store.h) and reaches the device unit by unit for each gather; publish_parameters()
+// writes the updated partition back there (from host memory directly under optimizer offload).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "comm/comm.h"
+#include "config/aio_config.h"
 #include "config/zero_config.h"
 #include "model/model.h"
 #include "sharding/gradient_reducer.h"
 #include "sharding/parameter_fetcher.h"
 #include "sharding/partition_layout.h"
+#include "sharding/partition_store.h"
 #include "sharding/precision.h"
 
 namespace zero::sharding {
@@ -65,7 +73,7 @@ class ZeroStage final : public model::UnitObserver {
   // scale afterwards); it has no effect on one rank, where nothing is communicated.
   ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroConfig& zero,
             int64_t gradient_accumulation_steps, Precision precision = {},
-            double gradient_prescale = 1.0);
+            double gradient_prescale = 1.0, const config::AioConfig& aio = {});
   ~ZeroStage() override;
 
   int stage() const { return stage_; }
@@ -125,6 +133,9 @@ class ZeroStage final : public model::UnitObserver {
   // Checkpoint loading writes into update_params() (pieces per layout().slices() at stages
   // >= 1) and then calls publish_parameters().
 
+  // Stage 3: where the parameter partition lives (null below stage 3).
+  const PartitionStore* partition_store() const { return partition_store_.get(); }
+
   // Stage 3: the most parameter elements gathered at once since the last reset.
   int64_t peak_live_elements() const { return fetcher_ ? fetcher_->peak_live_elements() : 0; }
   void reset_peak_live() {
@@ -142,8 +153,14 @@ class ZeroStage final : public model::UnitObserver {
 
  private:
   void copy_shards_from_full(const Tensor& full, Tensor& partition);
-  // All-gathers `partition` (this rank's shards, any dtype) into `full` (the flat layout).
-  void gather_into(Tensor& full, const Tensor& partition);
+  // All-gathers this rank's shards (any dtype) into `full` (the flat layout), in buckets of
+  // consecutive units; `shards(first, last)` gives the bucket's shards as one device tensor.
+  void gather_into(Tensor& full, const std::function<Tensor(size_t, size_t)>& shards);
+  // Stage 3 construction: the initial shards (this rank's part of `full`, zero padding).
+  void write_initial_shards(const Tensor& full);
+  // Under optimizer offload: the updated partition in host memory in `dtype` (the f32 master, or
+  // the 16-bit copy the CPU step wrote, converted here when it is not fresh).
+  const Tensor& host_partition_in(DType dtype);
   void accept_unit_gradient(size_t unit);
   // Sets up optimizer offload (constructor): moves master_ to host memory.
   void offload_master();
@@ -174,7 +191,8 @@ class ZeroStage final : public model::UnitObserver {
                               // alive from update_params() to publish_parameters()
   Tensor partition_grads_;    // stages >= 1: this rank's reduced gradients (accum dtype)
   Tensor update_grads_f32_;   // the f32 gradients the optimizer reads, when a conversion is needed
-  Tensor param_storage_;      // 16-bit full parameters (stages 0-2) or the stage-3 partition
+  Tensor param_storage_;      // 16-bit full parameters (stages 0-2 with 16-bit parameters)
+  std::unique_ptr<PartitionStore> partition_store_;  // stage 3: the parameter partition
   std::vector<Tensor> unit_grads_;  // per-unit f32 gradient buffers during backward
   std::unique_ptr<GradientReducer> reducer_;
   ReductionOptions reduction_;  // reduce_scatter and the prescale (1 on one rank)

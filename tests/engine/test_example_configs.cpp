@@ -19,10 +19,7 @@ namespace fs = std::filesystem;
 TEST(ExampleConfigs, EachLoadsOrNamesItsUnsupportedKey) {
   const fs::path dir = fs::path(ZERO_TEST_FIXTURES) / ".." / ".." / "examples";
   // The first unbuilt feature each example asks for (absent: the example runs today).
-  const std::map<std::string, std::string> unsupported = {
-      {"ds_config_zero3_nvme.json", "zero_optimization.offload_param.device"},
-      {"hf_trainer_zero3_offload.json", "zero_optimization.offload_param.device"},
-  };
+  const std::map<std::string, std::string> unsupported = {};
   // What `zero train` knows without flags; the other "auto" keys take the Trainer's defaults.
   config::AutoValues autos;
   autos.total_steps = 500;

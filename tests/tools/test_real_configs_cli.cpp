@@ -65,14 +65,6 @@ TEST(RealConfigsCli, FlagsReplaceTheBuiltInConfigsValues) {
   EXPECT_NE(r.output.find("micro 4 x accumulation 1"), std::string::npos) << r.output;
 }
 
-TEST(RealConfigsCli, OffloadTemplateNamesTheMissingFeature) {
-  const Result r =
-      run("train --deepspeed " + (examples() / "hf_trainer_zero3_offload.json").string() + kQuick);
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("zero_optimization.offload_param.device"), std::string::npos) << r.output;
-  expect_no_cpp_names(r.output);
-}
-
 class RealConfigsCliFiles : public ::testing::Test {
  protected:
   void SetUp() override {

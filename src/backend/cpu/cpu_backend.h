@@ -11,8 +11,13 @@ namespace zero::backend {
 
 class CpuBackend final : public Backend {
  public:
+  // `memory` is where its tensors are allocated and accounted: cpu_allocator(), or (for the host
+  // optimizer of ZeRO-Offload) the pinned or pageable host memory the offloaded state lives in,
+  // so the accounting keeps it apart from device memory. Must outlive the backend.
+  explicit CpuBackend(Allocator& memory = cpu_allocator()) : memory_(memory) {}
+
   Device device() const override { return Device::cpu(); }
-  Allocator& allocator() override { return cpu_allocator(); }
+  Allocator& allocator() override { return memory_; }
   Allocator& pinned_host_allocator() override;
 
   Event record_event(StreamKind stream) override;
@@ -89,6 +94,7 @@ class CpuBackend final : public Backend {
   void do_synchronize() override {}
 
  private:
+  Allocator& memory_;
   std::array<uint64_t, kNumStreamKinds> event_sequence_{};
 };
 
