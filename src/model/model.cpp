@@ -53,6 +53,7 @@ void Model::finalize() {
   }
   num_elements_ = offset;
   finalized_ = true;
+  if (value_source_) return;  // finalize_partitioned(): no flat buffers
   params_ = backend_.zeros({offset}, param_dtype_, MemoryCategory::kParams);
   grads_ = backend_.zeros({offset}, param_dtype_, MemoryCategory::kGrads);
   for (auto& unit : units_) {
@@ -61,6 +62,12 @@ void Model::finalize() {
       p.grad = grads_.view(p.flat_offset, p.spec.shape);
     }
   }
+}
+
+void Model::finalize_partitioned(std::unique_ptr<UnitValueSource> values) {
+  ZERO_CHECK(values != nullptr, "finalize_partitioned() needs a value source");
+  value_source_ = std::move(values);
+  finalize();
 }
 
 Tensor Model::forward_loss(StepContext& ctx) {

@@ -14,6 +14,7 @@
 #include "model/activation_checkpointer.h"
 #include "model/transformer_config.h"
 #include "model/unit.h"
+#include "model/unit_value_source.h"
 
 namespace zero::model {
 
@@ -40,6 +41,15 @@ class Model {
   // zero until initialised or loaded; gradients are zero.
   void finalize();
   bool finalized() const { return finalized_; }
+  // DeepSpeed's zero.Init: lays the parameters out as finalize() does but allocates neither flat
+  // buffer; every view stays unbound and the initial values come from `values`, unit by unit,
+  // when the sharding layer (ZeRO-3, sharding/zero_stage.h) builds its partitions. Such a model
+  // only trains under ZeRO stage 3.
+  void finalize_partitioned(std::unique_ptr<UnitValueSource> values);
+  // The source of a model finalized partitioned, until the sharding layer took its values (null
+  // otherwise); release_value_source() frees it.
+  UnitValueSource* value_source() const { return value_source_.get(); }
+  void release_value_source() { value_source_.reset(); }
 
   // Runs every unit forward on `ctx.batch` (uploaded to the device first unless
   // ctx.device_batch is already set); returns the loss (mean over non-ignored targets) as an
@@ -147,6 +157,7 @@ class Model {
   std::vector<std::unique_ptr<Unit>> units_;
   Tensor params_;
   Tensor grads_;
+  std::unique_ptr<UnitValueSource> value_source_;  // finalize_partitioned() only
   int64_t num_elements_ = 0;
   std::optional<TransformerConfig> config_;
   // forward()/backward() call observer_: the sharding observer alone, or a chain of it and the

@@ -11,6 +11,7 @@
 #include "model/config_limits.h"
 #include "model/embedding_unit.h"
 #include "model/lm_head_unit.h"
+#include "model/parameter_init.h"
 #include "model/tied_embedding_copy.h"
 #include "model/transformer_block.h"
 
@@ -137,22 +138,7 @@ std::vector<ParamSpec> transformer_parameter_specs(const TransformerConfig& conf
   return specs;
 }
 
-namespace {
-bool is_norm_weight(const std::string& name) {
-  for (const char* marker : {"ln_", "layernorm", "norm.weight"}) {
-    if (name.find(marker) != std::string::npos) return true;
-  }
-  return false;
-}
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-}  // namespace
-
 void init_parameters(Model& model, uint64_t seed, double stddev) {
-  const bool gpt2 = model.config() && model.config()->family == ModelFamily::kGpt2;
-  const double residual_scale =
-      gpt2 ? 1.0 / std::sqrt(2.0 * static_cast<double>(model.config()->num_layers)) : 1.0;
   Tensor host = Tensor::zeros_host({model.num_parameters()}, DType::kF64);
   // The specs values are drawn for, in order: the full model's when this model is (a stage
   // of) a built transformer, so a stage draws exactly what the full model draws.
@@ -175,22 +161,11 @@ void init_parameters(Model& model, uint64_t seed, double stddev) {
   if (specs.empty()) {
     for (Parameter* p : model.parameters()) specs.push_back(p->spec);
   }
-  std::mt19937_64 rng(seed);
+  ParameterDraws draws(model.config() ? &*model.config() : nullptr, seed, stddev);
   std::vector<double> values;
   for (const ParamSpec& spec : specs) {
-    const int64_t n = shape_numel(spec.shape);
-    const std::string& name = spec.name;
-    values.assign(static_cast<size_t>(n), 0.0);  // biases: zeros
-    if (ends_with(name, ".bias")) {
-    } else if (is_norm_weight(name) && spec.shape.size() == 1) {
-      values.assign(static_cast<size_t>(n), 1.0);
-    } else {
-      const bool residual_out =
-          ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight");
-      std::normal_distribution<double> normal(0.0, stddev * (residual_out ? residual_scale : 1.0));
-      for (double& v : values) v = normal(rng);
-    }
-    auto it = own.find(name);
+    draws.draw(spec, values);
+    auto it = own.find(spec.name);
     if (it == own.end()) continue;
     double* own_values = host.data<double>() + it->second->flat_offset;
     if (it->second->spec.slice) {  // a tensor-parallel part: the full tensor's elements

@@ -72,10 +72,21 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
   const int64_t full_numel = model.num_parameters();
   // 16-bit training starts from 16-bit weights (DeepSpeed converts the model first); the fp32
   // master weights are copies of those.
-  if (mixed) round_through(backend_, model.flat_params(), precision_.param);
+  // A model built partitioned (zero.Init) has no flat buffers: its values come unit by unit.
+  model::UnitValueSource* values = model.value_source();
+  if (values != nullptr && stage_ != 3) {
+    throw ConfigError("the model was built partitioned (zero.Init, for ZeRO stage 3), but "
+                      "zero_optimization.stage is " + std::to_string(stage_) +
+                      ": build it whole for stages 0-2, or use stage 3");
+  }
+  if (mixed && values == nullptr) round_through(backend_, model.flat_params(), precision_.param);
   if (stage_ >= 1) {
     master_ = backend_.zeros({layout_.partition_numel()}, DType::kF32, MemoryCategory::kOptimizer);
-    copy_shards_from_full(model.flat_params(), master_);
+    if (values != nullptr) {
+      fill_master_from(*values);
+    } else {
+      copy_shards_from_full(model.flat_params(), master_);
+    }
     if (precision_.master != DType::kF32) {
       // The parameters are already bf16 values: the narrowing is exact.
       Tensor narrow = backend_.empty({layout_.partition_numel()}, precision_.master,
@@ -110,7 +121,10 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
   if (stage_ == 3) {
     partition_store_ = make_partition_store(backend_, layout_, precision_.param,
                                             PartitionStoreOptions{zero_.offload_param, aio});
-    write_initial_shards(model.flat_params());
+    // The initial parameters are the master weights' values (already 16-bit values in mixed
+    // precision, so the store's rounding is exact).
+    partition_store_->write(0, layout_.units().size() - 1, master_);
+    model.release_value_source();
     fetcher_ = std::make_unique<ParameterFetcher>(
         model, backend_, comm_, layout_, ParameterFetcher::Source{partition_store_.get(), nullptr},
         zero_, needs_, exposed_);
@@ -191,17 +205,19 @@ const Tensor& ZeroStage::host_partition_in(DType dtype) {
   return host_param_copy_;
 }
 
-void ZeroStage::write_initial_shards(const Tensor& full) {
+void ZeroStage::fill_master_from(model::UnitValueSource& values) {
   const int rank = layout_.rank();
   for (size_t u = 0; u < layout_.units().size(); ++u) {
     const UnitPartition& part = layout_.unit(u);
-    Tensor shard = backend_.zeros({part.shard_numel}, DType::kF32, MemoryCategory::kComm);
     const int64_t count = part.owned_count(rank);
-    if (count > 0) {
-      Tensor owned = shard.view(0, {count});
-      backend_.copy(owned, full.view(part.flat_begin + part.owned_begin(rank), {count}));
-    }
-    partition_store_->write(u, u, shard);
+    if (count == 0) continue;
+    // One unit's shard at a time in host memory: never the whole model.
+    Tensor host = Tensor::empty(cpu_allocator(), {count}, DType::kF32, MemoryCategory::kOther);
+    values.unit_values(model_, u, part.owned_begin(rank), count, host);
+    Tensor target = master_.view(part.partition_offset, {count});
+    backend_.copy_from_host(target, host.raw_data());
+    // 16-bit training starts from 16-bit weights, as round_through does to a whole model.
+    if (precision_.mixed()) round_through(backend_, target, precision_.param);
   }
 }
 

@@ -67,7 +67,9 @@ namespace zero::sharding {
 class ZeroStage final : public model::UnitObserver {
  public:
   // Takes over the model's storage as the stage requires (the model's current parameter values
-  // become the initial partitions). `comm` is the data-parallel group; both must outlive this.
+  // become the initial partitions; a model built partitioned - Model::finalize_partitioned,
+  // stage 3 only - gives its values unit by unit and never exists whole). `comm` is the
+  // data-parallel group; both must outlive this.
   // `gradient_prescale` multiplies gradients before they are communicated (DeepSpeed's
   // prescale_gradients / gradient_predivide_factor; reduce_gradients applies the rest of its
   // scale afterwards); it has no effect on one rank, where nothing is communicated.
@@ -156,8 +158,9 @@ class ZeroStage final : public model::UnitObserver {
   // All-gathers this rank's shards (any dtype) into `full` (the flat layout), in buckets of
   // consecutive units; `shards(first, last)` gives the bucket's shards as one device tensor.
   void gather_into(Tensor& full, const std::function<Tensor(size_t, size_t)>& shards);
-  // Stage 3 construction: the initial shards (this rank's part of `full`, zero padding).
-  void write_initial_shards(const Tensor& full);
+  // Construction of a model built partitioned (zero.Init): this rank's shards of the initial
+  // values into master_, unit by unit.
+  void fill_master_from(model::UnitValueSource& values);
   // Under optimizer offload: the updated partition in host memory in `dtype` (the f32 master, or
   // the 16-bit copy the CPU step wrote, converted here when it is not fresh).
   const Tensor& host_partition_in(DType dtype);

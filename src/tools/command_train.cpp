@@ -22,6 +22,7 @@
 #include "engine/peak_flops.h"
 #include "engine/trainer.h"
 #include "model/hf_checkpoint.h"
+#include "model/partitioned_init.h"
 #include "model/sequence_tiling.h"
 #include "model/sequence_length.h"
 #include "model/tensor_parallel.h"
@@ -346,6 +347,11 @@ int run_train(const Args& args) {
     if (tensor_parallel) layout = {mesh->coordinate(comm::MeshAxis::kTensor), mesh_shape.tp};
     if (is_model_folder(model_arg)) {
       net = model::load_hf_model(model_arg, *device, DType::kF32, layout);  // slices of the tensors
+    } else if (settings.zero.stage == 3 && !tensor_parallel) {
+      // DeepSpeed's zero.Init: each rank keeps only its partition, built unit by unit with the
+      // values init_parameters() would give the whole model.
+      net = model::build_transformer_partitioned(shape, *device, DType::kF32,
+                                                 model::initial_unit_values(shape, seed));
     } else {
       net = model::build_transformer(shape, *device, DType::kF32, layout);
       model::init_parameters(*net, seed);  // each rank keeps its slices of the full model's values
