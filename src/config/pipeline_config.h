@@ -10,15 +10,21 @@
 //                                   defaults to PipelineModule's own default, "parameters", and
 //                                   reads "best" as that.
 //   seed_layers                     a different random seed per layer at construction
-//   activation_checkpoint_interval  checkpoint every N units inside a stage; 0 = off
+//   activation_checkpoint_interval  0 = off; N > 0: each stage checkpoints its transformer
+//                                   blocks in consecutive groups of N, a group keeping only its
+//                                   input and recomputing its forward in backward
+//                                   (PipelineEngine::set_activation_checkpoint_interval; blocks
+//                                   counted from the stage's first block, where DeepSpeed counts
+//                                   from its first layer)
 //   pipe_partitioned                split activations sent between stages over the tensor-
 //                                   parallel group (only matters with tensor parallelism)
 //   grad_partitioned                the same for the gradients sent back
 //   use_reentrant                   DeepSpeed's checkpoint function choice; unset = true
 // DeepSpeed keeps any other key in the block without complaint; zero.cpp warns about unknown
 // keys and rejects near-misses of these (a typo would lose the setting).
-// The pipeline engine (engine/pipeline_engine.h) acts on stages and partition; the keys it does
-// not act on yet are errors naming them (engine::check_pipeline_settings).
+// The pipeline engine (engine/pipeline_engine.h) acts on stages, partition and
+// activation_checkpoint_interval; the keys it does not act on yet are errors naming them
+// (engine::check_pipeline_settings).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -27,7 +27,8 @@ void convert_checkpoint_to_hf(const std::string& checkpoint_dir, const std::stri
   std::vector<ManifestEntry> built;
   for (model::Parameter* p : model->parameters()) built.push_back({p->spec.name, p->spec.shape, p->numel()});
   require_same_manifest(state, built, "the model its model_config builds");
-  // Whole tensors (stage 0) or the pieces every rank wrote (stages 1-3), consolidated.
+  // Whole tensors (stage 0) or the pieces every rank wrote (stages 1-3), consolidated; a
+  // tensor-parallel run's pieces are by logical offsets too (tensor_parallel_checkpoint.h).
   const CheckpointTensors tensors(folder.string(), state);
   for (model::Parameter* p : model->parameters()) {
     tensors.read(p->spec.name, "", 0, p->numel(), p->value.data<float>());

@@ -117,6 +117,11 @@ CheckpointTensors::CheckpointTensors(const std::string& folder, const EngineStat
   for (auto& [key, list] : pieces_) {
     std::sort(list.begin(), list.end(),
               [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    int64_t reach = 0;
+    for (Piece& piece : list) {
+      reach = std::max(reach, piece.offset + piece.count);  // checked against the parameter
+      piece.reach = reach;
+    }
   }
 }
 
@@ -126,7 +131,13 @@ void CheckpointTensors::read(const std::string& param, const std::string& state,
   const std::string what = "'" + param + "'" + (state.empty() ? "" : " (" + state + ")");
   if (it == pieces_.end()) throw FileError(folder_ + ": the checkpoint has no tensor " + what);
   int64_t covered_to = offset;
-  for (const Piece& piece : it->second) {
+  // Pieces before the first whose reach passes `offset` end at or before it; pieces from the
+  // first that starts at or after the range's end on cannot overlap it.
+  const std::vector<Piece>& list = it->second;
+  const auto first = std::partition_point(list.begin(), list.end(),
+                                          [&](const Piece& piece) { return piece.reach <= offset; });
+  for (auto at = first; at != list.end() && at->offset < offset + count; ++at) {
+    const Piece& piece = *at;
     // Piece ranges were checked against the parameter's size, so these sums fit.
     const int64_t lo = std::max(offset, piece.offset);
     const int64_t hi = std::min(offset + count, piece.offset + piece.count);

@@ -37,6 +37,10 @@ class CheckpointTensors {
     int64_t count = 0;
     size_t file = 0;
     std::string key;
+    // The largest offset + count of this piece and those before it (sorted by offset): a
+    // monotonic key, so a read finds its first piece by binary search. A tensor-parallel
+    // checkpoint holds a piece per row of each row-parallel part, and every rank reads row by row.
+    int64_t reach = 0;
   };
   std::string folder_;
   std::vector<io::SafetensorsFile> files_;

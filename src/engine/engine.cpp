@@ -238,11 +238,12 @@ void Engine::apply_update() {
                                 loss_scale());
   Tensor squared_norm = step_scalars_.view(1, {1});
   zero_->reduce_gradients(average, squared_norm);
-  if (squared_norm_hook_) squared_norm_hook_(squared_norm);
   if (comm::Comm* tensor_group = model_->tensor_group(); tensor_group != nullptr) {
     // Tensor parallelism: each logical gradient element counted once (tensor_parallel_norm.h).
     reduce_tensor_parallel_squared_norm(*zero_, *model_, comm_, *tensor_group, squared_norm);
   }
+  // After the tensor-parallel reduction: a pipeline stage adds the other stages' (whole) norms.
+  if (squared_norm_hook_) squared_norm_hook_(squared_norm);
   // The step's one device-to-host read: the loss sum of its micro-batches and the squared
   // gradient norm, which decides overflow skipping, loss scaling and clipping on the host.
   if (sequence_group_ != nullptr) {

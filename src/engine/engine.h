@@ -114,8 +114,9 @@ class Engine {
   // Counts a micro-batch whose forward and backward the caller ran (step() acts on the
   // gradient_accumulation_steps-th).
   void count_external_micro_step() { ++micro_steps_; }
-  // Called in step() after the data-parallel reduction with the squared gradient norm (f64 [1]
-  // on the device) before it is read: the pipeline adds the other stages' parts.
+  // Called in step() after the data-parallel (and tensor-parallel) reduction with the squared
+  // gradient norm (f64 [1] on the device) before it is read: the pipeline adds the other
+  // stages' parts.
   void set_squared_norm_hook(std::function<void(Tensor& squared_norm)> hook) {
     squared_norm_hook_ = std::move(hook);
   }

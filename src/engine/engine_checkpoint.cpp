@@ -15,6 +15,8 @@
 // partitions over all dp * sp ranks, so every rank still owns disjoint pieces, N (world_size)
 // is dp * sp, and the checkpoint loads at any sp and dp (sp = 1 included). Client state comes
 // from rank 0; the ranks of a sequence group read the same data, so theirs is the same.
+// Tensor parallelism writes the same format by logical names and offsets (N is then dp * tp
+// shard files; tensor_parallel_checkpoint.h), so it loads at any tp and dp.
 #include <filesystem>
 #include <fstream>
 #include <utility>
@@ -30,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine/engine_state.h"
 #include "engine/nvme_optimizer_state.h"
+#include "engine/tensor_parallel_checkpoint.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
@@ -99,7 +102,8 @@ std::vector<ManifestEntry> Engine::manifest() {
     }
     return out;
   }
-  for (model::Parameter* p : model_->parameters()) out.push_back({p->spec.name, p->spec.shape, p->numel()});
+  // Tensor-parallel parts are listed by their logical (full) shapes.
+  for (model::Parameter* p : model_->parameters()) out.push_back(logical_manifest_entry(*p));
   return out;
 }
 
@@ -108,29 +112,30 @@ void Engine::save_partitioned(const std::string& staging_dir) {
   // host under optimizer offload.
   auto& be = zero_->optimizer_backend();
   const auto optimizer_state = optimizer_state_tensors();
+  // Pieces by logical offsets; under tensor parallelism one file per (data, tensor) rank.
+  const auto [tp_rank, tp] = tensor_rank_and_size(*model_);
   std::vector<std::pair<std::string, Tensor>> pieces;
   for (const sharding::ParamSlice& slice : zero_->layout().slices()) {
-    const std::string& name = slice.param->spec.name;
-    pieces.emplace_back(shard_piece_key(name, slice.param_offset, ""),
-                        host_copy(be, zero_->update_params().view(slice.partition_offset, {slice.count}),
-                                  {slice.count}));
+    const model::ParamSpec& spec = slice.param->spec;
+    append_logical_pieces(spec, tp_rank, slice.param_offset,
+                          host_copy(be, zero_->update_params().view(slice.partition_offset, {slice.count}),
+                                    {slice.count}),
+                          "", pieces);
     for (const auto& [state_name, buffer] : optimizer_state) {
-      pieces.emplace_back(shard_piece_key(name, slice.param_offset, state_name),
-                          host_copy(be, buffer.view(slice.partition_offset, {slice.count}),
-                                    {slice.count}));
+      append_logical_pieces(spec, tp_rank, slice.param_offset,
+                            host_copy(be, buffer.view(slice.partition_offset, {slice.count}),
+                                      {slice.count}),
+                            state_name, pieces);
     }
   }
-  io::write_safetensors(
-      (fs::path(staging_dir) / shard_file_name(comm_.rank(), comm_.world_size())).string(), pieces);
+  io::write_safetensors((fs::path(staging_dir) /
+                         shard_file_name(comm_.rank() * tp + tp_rank, comm_.world_size() * tp))
+                            .string(),
+                        pieces);
 }
 
 void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
                              const nlohmann::json& client_state) {
-  if (model_->tensor_group() != nullptr && model_->tensor_group()->world_size() > 1) {
-    // Each tensor rank holds other slices under the same names: checkpoints by slices are not
-    // built yet (they would overwrite one another).
-    throw UnsupportedError("checkpoints of a tensor-parallel model are not supported yet");
-  }
   if (runner_ != nullptr) {
     runner_->save_checkpoint(dir, tag, client_state);
     return;
@@ -152,35 +157,48 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
   // The optimizer's buffers (master weights, states) live where it runs: the device, or the
   // host under optimizer offload.
   auto& be = zero_->optimizer_backend();
-  const bool leader = comm_.rank() == 0;
+  // Tensor parallelism: the data group of every tensor rank takes part; one rank leads.
+  comm::Comm* tensor_group = model_->tensor_group();
+  const auto [tp_rank, tp] = tensor_rank_and_size(*model_);
+  const bool leader = comm_.rank() == 0 && tp_rank == 0;
+  auto barrier = [&] {  // data groups, then the tensor group: every rank
+    comm_.barrier();
+    if (tensor_group != nullptr) tensor_group->barrier();
+  };
   // Every rank writes into the staging folder rank 0 creates (named after rank 0's pid).
-  const long id = static_cast<long>(
-      comm_.all_reduce_scalar(leader ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax));
+  double pid =
+      comm_.all_reduce_scalar(leader ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax);
+  if (tensor_group != nullptr) pid = tensor_group->all_reduce_scalar(pid, comm::ReduceOp::kMax);
+  const long id = static_cast<long>(pid);
   std::unique_ptr<CheckpointWriter> writer;
   if (leader) writer = std::make_unique<CheckpointWriter>(dir, resolved, id);
-  comm_.barrier();
+  barrier();
   const fs::path staging = CheckpointWriter::staging_path(dir, resolved, id);
   const int stage = zero_->stage();
   const auto optimizer_state = optimizer_state_tensors();
 
-  if (stage == 0 && leader) {
+  if (stage == 0 && comm_.rank() == 0) {
     std::vector<std::pair<std::string, Tensor>> weights;
     std::vector<std::pair<std::string, Tensor>> states;
     for (model::Parameter* p : model_->parameters()) {
       // The optimizer's weights: the parameters themselves in f32, the f32 master copy with
-      // 16-bit parameters.
+      // 16-bit parameters; tensor-parallel parts gathered whole (collective over the group).
       const Tensor weight = zero_->update_params().view(p->flat_offset, p->spec.shape);
-      weights.emplace_back(p->spec.name, host_copy(be, weight, p->spec.shape));
+      Tensor whole = whole_logical_tensor(*model_, *p, host_copy(be, weight, p->spec.shape));
+      if (leader) weights.emplace_back(p->spec.name, std::move(whole));
       for (const auto& [state_name, buffer] : optimizer_state) {
         Tensor slice = buffer.view(p->flat_offset, p->spec.shape);
-        states.emplace_back(p->spec.name + "." + state_name, host_copy(be, slice, p->spec.shape));
+        whole = whole_logical_tensor(*model_, *p, host_copy(be, slice, p->spec.shape));
+        if (leader) states.emplace_back(p->spec.name + "." + state_name, std::move(whole));
       }
     }
-    io::write_safetensors((staging / "model.safetensors").string(), weights, {{"format", "pt"}});
-    io::write_safetensors((staging / "optimizer.safetensors").string(), states);
+    if (leader) {
+      io::write_safetensors((staging / "model.safetensors").string(), weights, {{"format", "pt"}});
+      io::write_safetensors((staging / "optimizer.safetensors").string(), states);
+    }
   }
   if (stage >= 1) save_partitioned(staging.string());
-  comm_.barrier();  // every rank's files are in place
+  barrier();  // every rank's files are in place
 
   if (leader) {
     nlohmann::json state;
@@ -191,12 +209,12 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
     state["global_samples"] = global_samples_;
     state["skipped_steps"] = skipped_steps_;
     state["micro_steps"] = micro_steps_;
-    state["world_size"] = comm_.world_size();
+    state["world_size"] = comm_.world_size() * tp;  // shard files: one per (data, tensor) rank
     state["zero_stage"] = stage;
     if (stage >= 1) {
       state["shard_files"] = nlohmann::json::array();
-      for (int r = 0; r < comm_.world_size(); ++r) {
-        state["shard_files"].push_back(shard_file_name(r, comm_.world_size()));
+      for (int r = 0; r < comm_.world_size() * tp; ++r) {
+        state["shard_files"].push_back(shard_file_name(r, comm_.world_size() * tp));
       }
     }
     state["optimizer"] = {{"type", settings_.optimizer_type},
@@ -215,15 +233,10 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
     write_json((staging / "engine_state.json").string(), state);
     writer->commit();
   }
-  comm_.barrier();  // the checkpoint is committed before any rank goes on
+  barrier();  // the checkpoint is committed before any rank goes on
 }
 
 nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string& tag) {
-  if (model_->tensor_group() != nullptr && model_->tensor_group()->world_size() > 1) {
-    // Each tensor rank holds other slices under the same names: checkpoints by slices are not
-    // built yet (they would overwrite one another).
-    throw UnsupportedError("checkpoints of a tensor-parallel model are not supported yet");
-  }
   if (pending_) throw Error("load_checkpoint between forward() and backward()");
   const std::string resolved = resolve_checkpoint_tag(dir, tag);
   const fs::path folder = fs::path(dir) / resolved;
@@ -260,10 +273,11 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   const CheckpointTensors tensors(folder.string(), state);
   auto optimizer_state = optimizer_state_tensors();
   std::vector<float> host;
-  auto load = [&](const std::string& param, const std::string& state_name, int64_t offset,
+  // Local elements of `param`, read through its logical coordinates (tensor parallelism).
+  auto load = [&](const model::ParamSpec& param, const std::string& state_name, int64_t offset,
                   int64_t count, Tensor target) {
     host.resize(static_cast<size_t>(count));
-    tensors.read(param, state_name, offset, count, host.data());
+    read_local_elements(tensors, param, state_name, offset, count, host.data());
     if (target.dtype() == DType::kF32) {
       be.copy_from_host(target, host.data());
     } else {
@@ -275,14 +289,14 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   };
   if (zero_->stage() == 0) {
     for (model::Parameter* p : model_->parameters()) {
-      load(p->spec.name, "", 0, p->numel(), zero_->update_params().view(p->flat_offset, {p->numel()}));
+      load(p->spec, "", 0, p->numel(), zero_->update_params().view(p->flat_offset, {p->numel()}));
       for (auto& [state_name, buffer] : optimizer_state) {
-        load(p->spec.name, state_name, 0, p->numel(), buffer.view(p->flat_offset, {p->numel()}));
+        load(p->spec, state_name, 0, p->numel(), buffer.view(p->flat_offset, {p->numel()}));
       }
     }
   } else {
     for (const sharding::ParamSlice& slice : zero_->layout().slices()) {
-      const std::string& name = slice.param->spec.name;
+      const model::ParamSpec& name = slice.param->spec;
       load(name, "", slice.param_offset, slice.count,
            zero_->update_params().view(slice.partition_offset, {slice.count}));
       for (auto& [state_name, buffer] : optimizer_state) {

@@ -50,9 +50,10 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   const int64_t partitioned = r.param_bytes > kEstimatorStateWidth
                                   ? scaled(states.gpu_bytes, r.param_bytes, kEstimatorStateWidth)
                                   : states.gpu_bytes;
-  // Every rank first builds the whole model (parameters and gradients) before ZeRO partitions
-  // it, so that is a floor whatever the stage.
-  const int64_t whole_model = checked_product({shape.total_params, 2, r.param_bytes}, kWhat);
+  // Unless it is built partitioned (zero.Init), every rank first builds the whole model
+  // (parameters and gradients) before ZeRO partitions it, so that is a floor whatever the stage.
+  const int64_t whole_model =
+      r.builds_partitioned ? 0 : checked_product({shape.total_params, 2, r.param_bytes}, kWhat);
   need.model_state_bytes = std::max(partitioned, whole_model);
 
   // The same activation model `zero estimate` uses, at this run's element width (the logits
@@ -104,7 +105,7 @@ MemoryNeed estimate_training_memory(const model::TransformerConfig& config,
           "--tiled-mlp and --tiled-logits must be auto, off or a shard count");
   config.validate("model config");
   const sharding::ZeroOptions options{r.zero_stage, r.offload_optimizer, r.offload_param,
-                                      /*zero_init=*/false};  // every rank builds the whole model
+                                      r.builds_partitioned};
   sharding::validate_options(options);
   try {
     return estimate(config, r, options);

@@ -30,6 +30,8 @@ struct MemoryPreflightRequest {
   bool cpu_checkpointing = false;   // activation_checkpointing.cpu_checkpointing
   sharding::OffloadDevice offload_optimizer = sharding::OffloadDevice::kNone;
   sharding::OffloadDevice offload_param = sharding::OffloadDevice::kNone;
+  // The model is built partitioned (zero.Init at stage 3): no rank ever holds it whole.
+  bool builds_partitioned = false;
 };
 
 // What the estimate found, in bytes.

@@ -2,10 +2,15 @@
 // per-rank pieces layout of ZeRO stages 1-3 (engine_checkpoint.cpp), so Engine::load_checkpoint
 // reads it at any layout - one rank, another dp, or a pipeline again (each stage loads its own
 // parameters by name):
-//   zero_shard_<r>_of_<N>.safetensors   N = pp x dp world ranks, r = p * dp + d (comm::Mesh).
+//   zero_shard_<r>_of_<N>.safetensors   N = pp x dp x tp world ranks, r = (p * dp + d) * tp + t
+//       (comm::Mesh).
 //       ZeRO-1 stages: each rank's partition pieces, as the Engine writes them.
 //       ZeRO-0 stages: data rank 0 writes each parameter whole ("<name>@0"); the other replicas
 //       write an empty file (they hold the same values).
+//       Tensor parallelism (tp > 1): the pieces are keyed by logical offsets, cut into the
+//       logical runs of each slice, replicated parameters written by tensor rank 0 only
+//       (engine/tensor_parallel_checkpoint.h, append_logical_pieces), so the files are those
+//       of the whole model whatever the layout.
 //       The last stage's copy of a tied embedding is not written: the first stage's table
 //       (equal to it) is the parameter, and loading fills the copy from it by name.
 //   engine_state.json (world rank 0): the Engine's fields, zero_stage 1 (the pieces layout
@@ -23,6 +28,7 @@
 #include "engine/checkpoint_tensors.h"
 #include "engine/engine_state.h"
 #include "engine/pipeline_engine.h"
+#include "engine/tensor_parallel_checkpoint.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_writer.h"
 #include "model/tied_embedding_copy.h"
@@ -49,14 +55,18 @@ Tensor host_f32(backend::Backend& be, const Tensor& t) {
 }  // namespace
 
 void PipelineEngine::world_barrier() {
-  // Data group, then pipeline group: every rank of the pp x dp grid has arrived once both pass.
+  // Data, pipeline, then tensor group: every rank of the pp x dp x tp grid has arrived once all
+  // pass.
   engine_->comm().barrier();
   pipe_.barrier();
+  if (comm::Comm* tensor = engine_->model().tensor_group(); tensor != nullptr) tensor->barrier();
 }
 
 double PipelineEngine::world_max(double value) {
   const double data = engine_->comm().all_reduce_scalar(value, comm::ReduceOp::kMax);
-  return pipe_.all_reduce_scalar(data, comm::ReduceOp::kMax);
+  const double pipe = pipe_.all_reduce_scalar(data, comm::ReduceOp::kMax);
+  comm::Comm* tensor = engine_->model().tensor_group();
+  return tensor != nullptr ? tensor->all_reduce_scalar(pipe, comm::ReduceOp::kMax) : pipe;
 }
 
 void PipelineEngine::save_checkpoint(const std::string& dir, const std::string& tag,
@@ -69,9 +79,11 @@ void PipelineEngine::save_checkpoint(const std::string& dir, const std::string& 
   validate_tag(resolved);
   const bool leader = reporting_rank();
   const int dp = mesh_.shape().dp;
-  const int world = static_cast<int>(stages_) * dp;
+  const int tp = mesh_.shape().tp;
+  const int tensor_rank = mesh_.coordinate(comm::MeshAxis::kTensor);
+  const int world = static_cast<int>(stages_) * dp * tp;
   const int data_rank = mesh_.coordinate(comm::MeshAxis::kData);
-  const int world_rank = static_cast<int>(stage_) * dp + data_rank;
+  const int world_rank = (static_cast<int>(stage_) * dp + data_rank) * tp + tensor_rank;
   const long id = static_cast<long>(world_max(leader ? static_cast<double>(::getpid()) : 0.0));
   std::unique_ptr<CheckpointWriter> writer;
   if (leader) writer = std::make_unique<CheckpointWriter>(dir, resolved, id);
@@ -86,12 +98,13 @@ void PipelineEngine::save_checkpoint(const std::string& dir, const std::string& 
     return p == tied_ && is_last_stage() && !is_first_stage();
   };
   std::vector<std::pair<std::string, Tensor>> pieces;
+  // Keyed by logical offsets: a tensor-parallel slice's elements go in its logical runs.
   auto add = [&](const model::Parameter* p, int64_t param_offset, int64_t at, int64_t count) {
-    pieces.emplace_back(shard_piece_key(p->spec.name, param_offset, ""),
-                        host_f32(be, zero.update_params().view(at, {count})));
+    append_logical_pieces(p->spec, tensor_rank, param_offset,
+                          host_f32(be, zero.update_params().view(at, {count})), "", pieces);
     for (const auto& [state_name, buffer] : optimizer_state) {
-      pieces.emplace_back(shard_piece_key(p->spec.name, param_offset, state_name),
-                          host_f32(be, buffer.view(at, {count})));
+      append_logical_pieces(p->spec, tensor_rank, param_offset,
+                            host_f32(be, buffer.view(at, {count})), state_name, pieces);
     }
   };
   if (zero.stage() == 0) {

@@ -1,10 +1,12 @@
 #include "engine/pipeline_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
 #include "core/check.h"
 #include "core/error.h"
+#include "engine/pipeline_stage_link.h"
 #include "model/embedding_unit.h"
 #include "model/tied_embedding_copy.h"
 #include "model/transformer_builder.h"
@@ -42,20 +44,24 @@ void check_supported(const EngineSettings& settings, const comm::MeshShape& shap
                       " stages): DeepSpeed refuses ZeRO stages 2 and 3 with a pipeline; use "
                       "stage 0 or 1, or pipeline.stages 1");
   }
-  if (shape.sp != 1 || shape.tp != 1 || settings.sequence_parallel_size != 1) {
-    throw UnsupportedError(
-        "pipeline parallelism with sequence or tensor parallelism is not built "
-        "yet; use one of them");
+  // Tensor parallelism composes (each stage holds its tensor rank's parts); Ulysses does not yet.
+  if (shape.sp != 1 || settings.sequence_parallel_size != 1) {
+    throw UnsupportedError("sequence_parallel_size " +
+                           std::to_string(std::max<int64_t>(shape.sp,
+                                                            settings.sequence_parallel_size)) +
+                           " with pipeline parallelism (" + std::to_string(shape.pp) +
+                           " stages) is not built yet; use sequence_parallel_size 1 with a "
+                           "pipeline, or pipeline.stages 1");
   }
 }
 }  // namespace
 
 void check_pipeline_settings(const config::PipelineConfig& pipeline, const std::string& source) {
-  if (pipeline.activation_checkpoint_interval > 0) {
-    throw UnsupportedError(source + ": pipeline.activation_checkpoint_interval " +
-                           std::to_string(pipeline.activation_checkpoint_interval) +
-                           " is not built yet; set it to 0 and use --gradient-checkpointing "
-                           "(every transformer block of each stage)");
+  if (pipeline.activation_checkpoint_interval < 0) {
+    throw ConfigError(source + ": pipeline.activation_checkpoint_interval is " +
+                      std::to_string(pipeline.activation_checkpoint_interval) +
+                      "; use 0 (off) or N >= 1 (each stage checkpoints its transformer blocks "
+                      "in groups of N)");
   }
   if (pipeline.seed_layers) {
     throw UnsupportedError(source +
@@ -157,7 +163,7 @@ class PipelineEngine::Worker final : public pipeline::StageWorker {
     record(pipeline::InstructionKind::kSendActivation, buffer, micro_batch);
     Slot& slot = slots_.at(static_cast<size_t>(buffer));
     check_shape(slot.output, micro_batch, "activation");
-    send(slot.output, owner_.stage_ + 1, kActivationTag);
+    send(slot.output, owner_.stage_ + 1, kActivationTag, owner_.pipe_partitioned_);
     if (!training_) slot.output = Tensor();
   }
 
@@ -165,7 +171,7 @@ class PipelineEngine::Worker final : public pipeline::StageWorker {
     record(pipeline::InstructionKind::kRecvActivation, buffer, micro_batch);
     Slot& slot = slots_.at(static_cast<size_t>(buffer));
     slot.input = activation_tensor(micro_batch);
-    owner_.pipe_.recv(slot.input, static_cast<int>(owner_.stage_ - 1), kActivationTag);
+    owner_.link_->recv(slot.input, owner_.stage_ - 1, kActivationTag, owner_.pipe_partitioned_);
     slot.micro_batch = micro_batch;
   }
 
@@ -173,7 +179,7 @@ class PipelineEngine::Worker final : public pipeline::StageWorker {
     record(pipeline::InstructionKind::kSendGrad, buffer, micro_batch);
     Slot& slot = slots_.at(static_cast<size_t>(buffer));
     check_shape(slot.input_grad, micro_batch, "activation gradient");
-    send(slot.input_grad, owner_.stage_ - 1, kGradTag);
+    send(slot.input_grad, owner_.stage_ - 1, kGradTag, owner_.grad_partitioned_);
     slot.input_grad = Tensor();
   }
 
@@ -181,7 +187,7 @@ class PipelineEngine::Worker final : public pipeline::StageWorker {
     record(pipeline::InstructionKind::kRecvGrad, buffer, micro_batch);
     Slot& slot = slots_.at(static_cast<size_t>(buffer));
     slot.output_grad = activation_tensor(micro_batch);
-    owner_.pipe_.recv(slot.output_grad, static_cast<int>(owner_.stage_ + 1), kGradTag);
+    owner_.link_->recv(slot.output_grad, owner_.stage_ + 1, kGradTag, owner_.grad_partitioned_);
   }
 
   void reduce_tied_grads() override {
@@ -226,6 +232,8 @@ class PipelineEngine::Worker final : public pipeline::StageWorker {
     model::StepContext ctx{model().backend(), batch(micro_batch)};
     ctx.device_batch = slot.device_batch;
     ctx.loss_grad = owner_.engine_->loss_scale();
+    // Model::forward_stage sets it too; backward_stage runs on this context as given.
+    ctx.tensor_group = model().tensor_group();
     return ctx;
   }
   // The residual stream of one micro-batch, as it travels between stages.
@@ -242,9 +250,9 @@ class PipelineEngine::Worker final : public pipeline::StageWorker {
         "pipeline " << what << " of micro-batch " << micro_batch
                     << " is missing or has an unexpected size");
   }
-  void send(const Tensor& t, int64_t stage, int tag) {
-    owner_.pipe_.send(t, static_cast<int>(stage), tag);
-    owner_.sent_bytes_ += static_cast<int64_t>(t.nbytes());
+  // Whole, or this tensor rank's part (pipeline_stage_link.h).
+  void send(const Tensor& t, int64_t stage, int tag, bool partitioned) {
+    owner_.sent_bytes_ += owner_.link_->send(t, stage, tag, partitioned);
   }
   void release_units() {
     for (const auto& unit : model().units()) unit->release_activations();
@@ -270,21 +278,29 @@ class PipelineEngine::Worker final : public pipeline::StageWorker {
 PipelineEngine::PipelineEngine(const model::TransformerConfig& config, backend::Backend& backend,
                                EngineSettings settings, comm::Mesh& mesh,
                                const pipeline::PartitionMethod& partition, uint64_t seed,
-                               model::Model* weights)
+                               model::Model* weights, Checkpointing checkpointing)
     : config_(config), mesh_(mesh), pipe_(mesh.group(comm::MeshAxis::kPipeline)) {
   check_supported(settings, mesh.shape());
   stages_ = mesh.shape().pp;
   stage_ = mesh.coordinate(comm::MeshAxis::kPipeline);
   ZERO_CHECK(pipe_.rank() == stage_, "the pipeline group's rank must be the stage");
   parts_ = plan_pipeline_stages(config_, stages_, partition);
-  auto stage_model = model::build_transformer_stage(config_, backend, DType::kF32,
-                                                    parts_[static_cast<size_t>(stage_)],
-                                                    parts_[static_cast<size_t>(stage_ + 1)]);
+  // Pipeline x tensor parallelism: the stage's units are this tensor rank's parts.
+  const model::TensorParallelLayout layout{mesh.coordinate(comm::MeshAxis::kTensor),
+                                           mesh.shape().tp};
+  auto stage_model = model::build_transformer_stage(
+      config_, backend, DType::kF32, parts_[static_cast<size_t>(stage_)],
+      parts_[static_cast<size_t>(stage_ + 1)], layout);
+  comm::Comm* tensor_group = layout.enabled() ? &mesh.group(comm::MeshAxis::kTensor) : nullptr;
+  stage_model->set_tensor_group(tensor_group);
+  link_ = std::make_unique<PipelineStageLink>(pipe_, tensor_group, backend);
   if (weights != nullptr) {
     for (model::Parameter* p : stage_model->parameters()) {
       model::Parameter& source = weights->parameter(p->spec.name);
       ZERO_CHECK(source.spec.shape == p->spec.shape,
-                 "pipeline weights: " << p->spec.name << " has another shape in the full model");
+                 "pipeline weights: " << p->spec.name
+                                      << " has another shape in the full model (with tensor "
+                                         "parallelism, load it with this rank's layout)");
       backend.copy(p->value, source.value);
     }
   } else {
@@ -305,6 +321,10 @@ PipelineEngine::PipelineEngine(const model::TransformerConfig& config, backend::
     tied_group_ = pipe_.split(end ? 0 : 1, static_cast<int>(stage_));
     if (!end) tied_group_.reset();
   }
+  // Before the Engine exists: it configures the activation_checkpointing section for a model
+  // that checkpoints (and warns for one that does not).
+  stage_model->set_activation_checkpointing(checkpointing.blocks);
+  set_checkpoint_interval(*stage_model, checkpointing.interval);
   engine_ = std::make_unique<Engine>(std::move(stage_model), std::move(settings),
                                      mesh.group(comm::MeshAxis::kData));
   engine_->set_batch_runner(this);
@@ -326,7 +346,33 @@ PipelineEngine::~PipelineEngine() {
 
 bool PipelineEngine::reporting_rank() const {
   return mesh_.coordinate(comm::MeshAxis::kPipeline) == 0 &&
-         mesh_.coordinate(comm::MeshAxis::kData) == 0;
+         mesh_.coordinate(comm::MeshAxis::kData) == 0 &&
+         mesh_.coordinate(comm::MeshAxis::kTensor) == 0;
+}
+
+void PipelineEngine::set_partitioned_transfers(bool activations, bool gradients) {
+  pipe_partitioned_ = activations;
+  grad_partitioned_ = gradients;
+}
+
+void PipelineEngine::set_activation_checkpoint_interval(int64_t interval) {
+  set_checkpoint_interval(model(), interval);
+}
+
+void PipelineEngine::set_checkpoint_interval(model::Model& stage, int64_t interval) {
+  if (interval < 0) {
+    throw ConfigError("pipeline.activation_checkpoint_interval is " + std::to_string(interval) +
+                      "; use 0 (off) or N >= 1 (each stage checkpoints its transformer blocks "
+                      "in groups of N)");
+  }
+  if (interval == checkpoint_interval_) return;
+  model::CheckpointingOptions options = stage.activation_checkpointer().options();
+  options.segment_units = interval > 0 ? interval : 1;
+  stage.set_checkpointing_options(options);
+  // 0 hands checkpointing back to the model's own choice (--gradient-checkpointing), which an
+  // earlier interval overrode.
+  if (interval > 0 || checkpoint_interval_ > 0) stage.set_activation_checkpointing(interval > 0);
+  checkpoint_interval_ = interval;
 }
 
 void PipelineEngine::add_squared_norm_of_other_stages(Tensor& squared_norm) {
@@ -345,6 +391,11 @@ void PipelineEngine::add_squared_norm_of_other_stages(Tensor& squared_norm) {
         tied += be.squared_norm(grads.view(slice.partition_offset, {slice.count}));
       }
       tied = engine_->comm().all_reduce_scalar(tied, comm::ReduceOp::kSum);
+    }
+    // Tensor parallelism: `local` is already the stage's norm over its tensor group (the Engine
+    // reduces it before this hook), and each tensor rank holds its vocabulary rows of the copy.
+    if (comm::Comm* tensor_group = engine_->model().tensor_group(); tensor_group != nullptr) {
+      tied = tensor_group->all_reduce_scalar(tied, comm::ReduceOp::kSum);
     }
     local -= tied;
   }

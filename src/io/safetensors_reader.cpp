@@ -298,4 +298,19 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   return copy;
 }
 
+Tensor SafetensorsFile::elements(const std::string& name, int64_t first, int64_t count) const {
+  const SafetensorsEntry& e = entry(name);
+  const auto size = static_cast<int64_t>(dtype_size(e.dtype));
+  const auto total = static_cast<int64_t>((e.data_end - e.data_begin)) / size;
+  if (first < 0 || count < 0 || first > total || count > total - first) {
+    throw FileError(path_ + ": tensor '" + name + "' has " + std::to_string(total) +
+                    " elements; elements [" + std::to_string(first) + ", " +
+                    std::to_string(first + count) + ") are outside it");
+  }
+  Tensor copy = Tensor::empty(cpu_allocator(), {count}, e.dtype, MemoryCategory::kOther);
+  std::memcpy(copy.raw_data(), data_ + e.data_begin + static_cast<uint64_t>(first * size),
+              static_cast<size_t>(count * size));
+  return copy;
+}
+
 }  // namespace zero::io

@@ -44,6 +44,11 @@ class SafetensorsFile {
   // safetensors does not promise alignment, and the header length shifts every offset.
   // Never write through a view: the mapping is PROT_READ.
   Tensor tensor(const std::string& name) const;
+  // Elements [first, first + count) of the named tensor (row-major) as an owned host tensor of
+  // shape [count] (cpu_allocator(), kOther): only those bytes of the mapping are touched, so a
+  // rank that needs part of a tensor reads only that part from disk. Throws FileError naming
+  // the file and tensor when the range is outside the tensor.
+  Tensor elements(const std::string& name, int64_t first, int64_t count) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:

@@ -37,13 +37,13 @@ std::vector<bool> ActivationCheckpointer::every_kth(size_t count, size_t k) {
 
 size_t ActivationCheckpointer::checkpointed_count(const std::vector<bool>& recomputable) const {
   size_t ordinal = 0;
-  size_t count = 0;
-  for (bool r : recomputable) {
-    if (!r) continue;
-    if (options_.unit_mask.empty() || options_.unit_mask[ordinal]) ++count;
+  std::vector<bool> chosen(recomputable.size(), false);
+  for (size_t u = 0; u < recomputable.size(); ++u) {
+    if (!recomputable[u]) continue;
+    chosen[u] = options_.unit_mask.empty() || options_.unit_mask[ordinal];
     ++ordinal;
   }
-  return count;
+  return plan_checkpoint_segments(chosen, options_.segment_units).size();
 }
 
 void ActivationCheckpointer::set_options(const CheckpointingOptions& options,
@@ -55,6 +55,12 @@ void ActivationCheckpointer::set_options(const CheckpointingOptions& options,
                       std::to_string(options.unit_mask.size()) + " entries but the model has " +
                       std::to_string(recomputable_count) +
                       " recomputable units (transformer blocks); give one entry per block");
+  }
+  if (options.segment_units < 1) {
+    throw ConfigError("activation checkpointing: segments of " +
+                      std::to_string(options.segment_units) +
+                      " units; a segment needs at least one unit (1 checkpoints every block "
+                      "on its own)");
   }
   if (options.contiguous_memory_optimization && !options.partition_activations) {
     throw ConfigError("activation_checkpointing.contiguous_memory_optimization needs "
@@ -68,7 +74,8 @@ void ActivationCheckpointer::set_options(const CheckpointingOptions& options,
     options_ = previous;
     throw ConfigError("activation_checkpointing.number_checkpoints is " +
                       std::to_string(*options.number_checkpoints) + " but the model checkpoints " +
-                      std::to_string(count) + " units per micro-batch; set it to at least " +
+                      std::to_string(count) + (options.segment_units > 1 ? " segments" : " units") +
+                      " per micro-batch; set it to at least " +
                       std::to_string(count) + " or remove the key");
   }
   clear();
@@ -97,6 +104,8 @@ CheckpointProfile::UnitTimes& ActivationCheckpointer::times(size_t unit) {
 void ActivationCheckpointer::begin_forward(const std::vector<bool>& recomputable, bool enabled) {
   clear();
   chosen_.assign(recomputable.size(), false);
+  segments_.clear();
+  segment_index_.assign(recomputable.size(), 0);
   saved_.resize(recomputable.size());
   slots_needed_ = 0;
   next_slot_ = 0;
@@ -107,9 +116,18 @@ void ActivationCheckpointer::begin_forward(const std::vector<bool>& recomputable
     ZERO_CHECK(options_.unit_mask.empty() || ordinal < options_.unit_mask.size(),
                "unit mask of " << options_.unit_mask.size() << " entries for more blocks");
     chosen_[u] = options_.unit_mask.empty() || options_.unit_mask[ordinal];
-    if (chosen_[u]) ++slots_needed_;
     ++ordinal;
   }
+  segments_ = plan_checkpoint_segments(chosen_, options_.segment_units);
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    for (size_t u = segments_[i].first; u <= segments_[i].last; ++u) segment_index_[u] = i;
+  }
+  slots_needed_ = segments_.size();
+}
+
+const CheckpointSegment& ActivationCheckpointer::segment_of(size_t unit) const {
+  ZERO_CHECK(checkpoints(unit), "unit " << unit << " is not checkpointed in this pass");
+  return segments_[segment_index_[unit]];
 }
 
 void ActivationCheckpointer::ensure_contiguous_buffer(int64_t piece_numel, DType dtype) {
@@ -136,13 +154,14 @@ void ActivationCheckpointer::ensure_contiguous_buffer(int64_t piece_numel, DType
                     : backend_.empty(shape, dtype, MemoryCategory::kActivations);
 }
 
-Tensor ActivationCheckpointer::forward(size_t unit, Unit& u, StepContext& ctx, const Tensor& x) {
-  ZERO_CHECK(checkpoints(unit), "checkpointer forward of unit " << unit << " not chosen");
+void ActivationCheckpointer::begin_segment(size_t first, const Tensor& x) {
+  ZERO_CHECK(checkpoints(first) && segment_of(first).first == first,
+             "checkpointer begin_segment at unit " << first << ", which starts no segment");
   ZERO_CHECK(x.defined() && x.is_contiguous(),
-             "a checkpointed unit needs a contiguous input, got "
+             "a checkpointed segment needs a contiguous input, got "
                  << (x.defined() ? x.describe() : std::string("undefined")));
-  const double start = options_.profile ? now_synchronized() : 0.0;
-  Saved& s = saved_[unit];
+  pending_start_ = options_.profile ? now_synchronized() : 0.0;
+  Saved& s = saved_[first];
   s = Saved{};
   s.shape = x.shape();
   s.dtype = x.dtype();
@@ -151,7 +170,7 @@ Tensor ActivationCheckpointer::forward(size_t unit, Unit& u, StepContext& ctx, c
   s.piece_numel = (numel + n - 1) / n;
   const Tensor flat = x.flatten();
 
-  // This rank's piece, made on the compute stream before the unit's forward (it reads x then).
+  // This rank's piece, made on the compute stream before the units' forward (they read x then).
   Tensor piece;
   const bool own_copy = n > 1 || (options_.contiguous_memory_optimization && !options_.cpu_checkpointing);
   if (own_copy) {
@@ -175,25 +194,34 @@ Tensor ActivationCheckpointer::forward(size_t unit, Unit& u, StepContext& ctx, c
   } else {
     piece = flat;
   }
-  const backend::Event piece_ready = options_.cpu_checkpointing
-                                         ? backend_.record_event(backend::StreamKind::kCompute)
-                                         : backend::Event();
+  pending_piece_ = piece;
+  pending_ready_ = options_.cpu_checkpointing
+                       ? backend_.record_event(backend::StreamKind::kCompute)
+                       : backend::Event();
+}
 
-  Tensor y = u.forward(ctx, x);
-  u.release_activations();
+void ActivationCheckpointer::end_segment(const CheckpointSegment& segment,
+                                         const std::vector<std::unique_ptr<Unit>>& units) {
+  ZERO_CHECK(pending_piece_.defined() && segment.last < units.size(),
+             "checkpointer end_segment of units " << segment.first << ".." << segment.last
+                                                  << " without begin_segment");
+  for (size_t u = segment.first; u <= segment.last; ++u) units[u]->release_activations();
+  Saved& s = saved_[segment.first];
+  Tensor piece = std::move(pending_piece_);
+  pending_piece_ = Tensor();
 
   if (options_.cpu_checkpointing) {
     if (options_.contiguous_memory_optimization) {
-      ensure_contiguous_buffer(s.piece_numel, x.dtype());
+      ensure_contiguous_buffer(s.piece_numel, s.dtype);
       s.host_piece = contiguous_.view(static_cast<int64_t>(next_slot_) * slot_numel_, {s.piece_numel});
     } else {
-      s.host_piece = Tensor::empty(backend_.pinned_host_allocator(), {s.piece_numel}, x.dtype(),
+      s.host_piece = Tensor::empty(backend_.pinned_host_allocator(), {s.piece_numel}, s.dtype,
                                    MemoryCategory::kActivations);
     }
     {
-      // The download waits only for the piece, so on a device it overlaps the unit's forward.
+      // The download waits only for the piece, so on a device it overlaps the units' forward.
       backend::StreamGuard on_transfer(backend_, backend::StreamKind::kTransfer);
-      backend_.wait_event(backend::StreamKind::kTransfer, piece_ready);
+      backend_.wait_event(backend::StreamKind::kTransfer, pending_ready_);
       backend_.copy_to_host(s.host_piece.raw_data(), piece);
     }
     // The piece's device memory may be reused by compute work only after the download.
@@ -202,16 +230,16 @@ Tensor ActivationCheckpointer::forward(size_t unit, Unit& u, StepContext& ctx, c
   } else {
     s.device_piece = piece;
   }
+  pending_ready_ = backend::Event();
   if (options_.contiguous_memory_optimization) ++next_slot_;
   s.held = true;
   note_memory();
   if (options_.synchronize_checkpoint_boundary) backend_.synchronize();
   if (options_.profile) {
-    auto& t = times(unit);
+    auto& t = times(segment.first);
     ++t.forwards;
-    t.forward_seconds += now_synchronized() - start;
+    t.forward_seconds += now_synchronized() - pending_start_;
   }
-  return y;
 }
 
 bool ActivationCheckpointer::holds(size_t unit) const {
@@ -255,14 +283,18 @@ Tensor ActivationCheckpointer::restore(size_t unit) {
   return gathered.view(0, s.shape);
 }
 
-void ActivationCheckpointer::recompute(size_t unit, Unit& u, StepContext& ctx) {
-  ZERO_CHECK(holds(unit), "recompute of unit " << unit << " without a saved input");
+void ActivationCheckpointer::recompute(const CheckpointSegment& segment,
+                                       const std::vector<std::unique_ptr<Unit>>& units,
+                                       StepContext& ctx) {
+  ZERO_CHECK(holds(segment.first) && segment.last < units.size(),
+             "recompute of units " << segment.first << ".." << segment.last
+                                   << " without a saved input");
   const double start = options_.profile ? now_synchronized() : 0.0;
-  const Tensor input = restore(unit);
-  u.forward(ctx, input);
-  release(saved_[unit]);
+  Tensor x = restore(segment.first);
+  for (size_t u = segment.first; u <= segment.last; ++u) x = units[u]->forward(ctx, x);
+  release(saved_[segment.first]);
   if (options_.profile) {
-    auto& t = times(unit);
+    auto& t = times(segment.first);
     ++t.recomputes;
     t.recompute_seconds += now_synchronized() - start;
   }
@@ -272,6 +304,8 @@ void ActivationCheckpointer::release(Saved& saved) { saved = Saved{}; }
 
 void ActivationCheckpointer::clear() {
   for (auto& s : saved_) release(s);
+  pending_piece_ = Tensor();
+  pending_ready_ = backend::Event();
   next_slot_ = 0;
 }
 

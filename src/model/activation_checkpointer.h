@@ -32,18 +32,28 @@
 // * profile: each checkpointed unit's forward and recompute are timed, with a backend
 //   synchronize before each clock read; take_profile() returns and clears the numbers (the
 //   engine prints them: nothing in src/model prints).
+// * segment_units (not in the section: DeepSpeed's pipeline.activation_checkpoint_interval,
+//   set by engine/pipeline_engine.h): consecutive checkpointed units are grouped into segments
+//   of that many (model/checkpoint_segments.h); a segment keeps only its first unit's input and
+//   backward re-runs the whole segment right before its last unit's backward. 1 (the default):
+//   every unit is its own segment. Everything above then applies per segment (a saved input
+//   per segment; profile times per segment, listed under its first unit). The recompute runs
+//   inside the last unit's UnitObserver::before_backward/after_backward, so the segment's other
+//   units' parameters must be resident then: not for ZeRO-3 (the pipeline refuses it).
 //
 // Units: sizes are bytes unless named *_numel (elements). Ownership: the Backend and the
 // partition group are not owned and must outlive the checkpointer. One host thread drives it,
-// in the order begin_forward, forward() per checkpointed unit, recompute() per checkpointed
-// unit in reverse order (every rank of the partition group in the same order: all_gather is a
-// collective).
+// in the order begin_forward, begin_segment()/end_segment() around each segment's forward,
+// recompute() per segment in reverse order (every rank of the partition group in the same
+// order: all_gather is a collective).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/checkpoint_segments.h"
 #include "model/step_context.h"
 
 namespace zero::comm {
@@ -63,9 +73,12 @@ struct CheckpointingOptions {
   std::optional<int64_t> number_checkpoints;  // slots of the contiguous buffer
   bool synchronize_checkpoint_boundary = false;
   bool profile = false;
+  // Consecutive checkpointed units per segment (>= 1; see above).
+  int64_t segment_units = 1;
 };
 
-// Seconds per checkpointed unit (model unit index), summed since the last take_profile().
+// Seconds per checkpointed segment (under its first unit's model index), summed since the last
+// take_profile().
 struct CheckpointProfile {
   struct UnitTimes {
     size_t unit = 0;
@@ -94,7 +107,7 @@ class ActivationCheckpointer {
 
   // Options (validated against the model's units: `recomputable` has one entry per unit).
   // Throws ConfigError for a mask of the wrong length, contiguous_memory_optimization without
-  // partition_activations, or number_checkpoints below the checkpointed unit count.
+  // partition_activations, number_checkpoints below the saved-input count, or segment_units < 1.
   void set_options(const CheckpointingOptions& options, const std::vector<bool>& recomputable);
   const CheckpointingOptions& options() const { return options_; }
   // The activation partition group (see above; null: no partitioning). Not owned.
@@ -102,7 +115,8 @@ class ActivationCheckpointer {
   comm::Comm* partition_group() const { return group_; }
   // Units 0, k, 2k, ... of `count` recomputable units (k >= 1).
   static std::vector<bool> every_kth(size_t count, size_t k);
-  // The number of units a training forward checkpoints.
+  // The number of inputs a training forward saves (segments; with segment_units 1, the
+  // checkpointed units).
   size_t checkpointed_count(const std::vector<bool>& recomputable) const;
 
   // Starts a pass over units whose recomputable() flags are `recomputable`; `enabled` false (an
@@ -110,13 +124,22 @@ class ActivationCheckpointer {
   // whose backward never ran.
   void begin_forward(const std::vector<bool>& recomputable, bool enabled);
   bool checkpoints(size_t unit) const { return unit < chosen_.size() && chosen_[unit]; }
-  // Runs checkpointed unit `unit`'s forward on `x`, releases its activations and saves `x`
-  // (partitioned / on the host / in the contiguous buffer as configured). Returns the output.
-  Tensor forward(size_t unit, Unit& u, StepContext& ctx, const Tensor& x);
-  // Whether `unit` has a saved input waiting for its recompute.
-  bool holds(size_t unit) const;
-  // Restores `unit`'s input and re-runs its forward (prefetching the previous one's input).
-  void recompute(size_t unit, Unit& u, StepContext& ctx);
+  // The segment of checkpointed unit `unit` (checkpoints(unit) must hold), this pass.
+  const CheckpointSegment& segment_of(size_t unit) const;
+  // Right before the forward of a segment's first unit: starts saving its input `x`
+  // (partitioned / on the host / in the contiguous buffer as configured).
+  void begin_segment(size_t first, const Tensor& x);
+  // Right after the forward of the segment's last unit: releases the activations of each unit
+  // of the segment (`units`: the model's units, indexed by model position) and finishes saving
+  // the input (the host download on cpu_checkpointing).
+  void end_segment(const CheckpointSegment& segment,
+                   const std::vector<std::unique_ptr<Unit>>& units);
+  // Whether the segment starting at unit `first` has a saved input waiting for its recompute.
+  bool holds(size_t first) const;
+  // Restores the segment's input and re-runs the forward of its units, which then hold their
+  // activations for their backward (prefetching the previous segment's input).
+  void recompute(const CheckpointSegment& segment,
+                 const std::vector<std::unique_ptr<Unit>>& units, StepContext& ctx);
   // Drops every saved input (after an evaluation or an abandoned pass). Keeps the buffer.
   void clear();
 
@@ -139,8 +162,14 @@ class ActivationCheckpointer {
   CheckpointingOptions options_;
   comm::Comm* group_ = nullptr;
   std::vector<bool> chosen_;       // per model unit, this pass
-  std::vector<Saved> saved_;       // per model unit
-  size_t slots_needed_ = 0;        // checkpointed units per pass
+  std::vector<CheckpointSegment> segments_;  // this pass
+  std::vector<size_t> segment_index_;        // per model unit: its entry in segments_
+  std::vector<Saved> saved_;       // per model unit (a segment's, under its first unit)
+  // Between begin_segment and end_segment: the piece being saved and when it was ready.
+  Tensor pending_piece_;
+  backend::Event pending_ready_;
+  double pending_start_ = 0.0;
+  size_t slots_needed_ = 0;        // saved inputs (segments) per pass
   size_t next_slot_ = 0;
   Tensor contiguous_;              // [slots, slot_numel], device or pinned host
   int64_t slot_numel_ = 0;

@@ -27,8 +27,11 @@ void load_hf_weights(Model& model, const std::string& dir);
 
 // Writes DIR/config.json and DIR/model.safetensors (tensors in `save_dtype`, HF names and
 // layouts; a tied LM head is not written, as transformers does). Creates DIR if needed; each file
-// is replaced atomically. A tensor-parallel model is refused (UnsupportedError): gathering the
-// slices is not built yet.
+// is replaced atomically. A tensor-parallel model: collective over Model::tensor_group (every
+// rank of the group calls it); the parts are gathered bit for bit into whole tensors
+// (model/tensor_slice_gather.h) and the group's rank 0 writes DIR, so the folder equals the one
+// the same weights give without tensor parallelism. UnsupportedError when a part has no group of
+// its size to gather over.
 void save_hf_model(Model& model, const std::string& dir, DType save_dtype);
 
 }  // namespace zero::model

@@ -101,8 +101,12 @@ Tensor Model::forward_stage(StepContext& ctx, const Tensor& input) {
   Tensor x = input;
   for (size_t i = 0; i < units_.size(); ++i) {
     if (observer_ != nullptr) observer_->before_forward(i);
-    x = checkpointer_->checkpoints(i) ? checkpointer_->forward(i, *units_[i], ctx, x)
-                                      : units_[i]->forward(ctx, x);
+    const bool checkpointed = checkpointer_->checkpoints(i);
+    if (checkpointed && checkpointer_->segment_of(i).first == i) checkpointer_->begin_segment(i, x);
+    x = units_[i]->forward(ctx, x);
+    if (checkpointed && checkpointer_->segment_of(i).last == i) {
+      checkpointer_->end_segment(checkpointer_->segment_of(i), units_);
+    }
     if (observer_ != nullptr) observer_->after_forward(i);
   }
   return x;
@@ -119,9 +123,14 @@ Tensor Model::backward_stage(StepContext& ctx, const Tensor& output_grad) {
   Tensor dy = output_grad;
   for (size_t i = units_.size(); i-- > 0;) {
     if (observer_ != nullptr) observer_->before_backward(i);
-    // Recompute a checkpointed unit's activations (its parameters are in place: ZeRO-3
-    // gathered them in before_backward).
-    if (checkpointer_->holds(i)) checkpointer_->recompute(i, *units_[i], ctx);
+    // Recompute a checkpointed segment's activations before its last unit's backward (that
+    // unit's parameters are in place: ZeRO-3 gathered them in before_backward).
+    if (checkpointer_->checkpoints(i)) {
+      const CheckpointSegment& segment = checkpointer_->segment_of(i);
+      if (segment.last == i && checkpointer_->holds(segment.first)) {
+        checkpointer_->recompute(segment, units_, ctx);
+      }
+    }
     dy = units_[i]->backward(ctx, dy);
     units_[i]->release_activations();
     if (observer_ != nullptr) observer_->after_backward(i);

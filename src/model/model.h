@@ -106,7 +106,8 @@ class Model {
   // Activation checkpointing (Hugging Face's gradient_checkpointing): a training forward keeps
   // only the input of each recomputable unit (the transformer blocks) and backward re-runs the
   // unit's forward just before its backward. Gradients are bit-identical; activation memory
-  // drops from every block's intermediates to one hidden state per block.
+  // drops from every block's intermediates to one hidden state per block (per segment of
+  // CheckpointingOptions::segment_units blocks: the pipeline's activation_checkpoint_interval).
   void set_activation_checkpointing(bool enabled) { activation_checkpointing_ = enabled; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
   // HOW checkpointing works (DeepSpeed's activation_checkpointing section, per-unit choice,

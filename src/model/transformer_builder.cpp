@@ -86,6 +86,15 @@ std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
                                                backend::Backend& backend, DType param_dtype,
                                                int64_t begin, int64_t end,
                                                const std::string& source) {
+  return build_transformer_stage(config, backend, param_dtype, begin, end, TensorParallelLayout{},
+                                 source);
+}
+
+std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
+                                               backend::Backend& backend, DType param_dtype,
+                                               int64_t begin, int64_t end,
+                                               const TensorParallelLayout& tensor_parallel,
+                                               const std::string& source) {
   config.validate(source);
   const int64_t count = config.num_layers + 2;
   if (begin < 0 || end > count || begin >= end) {
@@ -96,7 +105,8 @@ std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
   auto model = std::make_unique<Model>(backend, param_dtype);
   EmbeddingUnit* embedding = nullptr;
   if (begin == 0) {
-    embedding = static_cast<EmbeddingUnit*>(&model->add_unit(std::make_unique<EmbeddingUnit>(config)));
+    embedding = static_cast<EmbeddingUnit*>(
+        &model->add_unit(std::make_unique<EmbeddingUnit>(config, tensor_parallel)));
   }
   const bool has_head = end == count;
   Parameter* tied = nullptr;
@@ -104,7 +114,7 @@ std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
     if (embedding != nullptr) {
       tied = &embedding->token_embedding();
     } else {
-      EmbeddingUnit probe(config);  // declares specs only: no tensors
+      EmbeddingUnit probe(config, tensor_parallel);  // declares specs only: no tensors
       auto& copy = static_cast<TiedEmbeddingCopy&>(model->add_unit(
           std::make_unique<TiedEmbeddingCopy>(probe.token_embedding().spec)));
       tied = &copy.weight();
@@ -112,9 +122,9 @@ std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
   }
   for (int64_t layer = std::max<int64_t>(begin, 1) - 1; layer < std::min(end, count - 1) - 1;
        ++layer) {
-    model->add_unit(std::make_unique<TransformerBlock>(config, layer));
+    model->add_unit(std::make_unique<TransformerBlock>(config, layer, tensor_parallel));
   }
-  if (has_head) model->add_unit(std::make_unique<LmHeadUnit>(config, tied));
+  if (has_head) model->add_unit(std::make_unique<LmHeadUnit>(config, tied, tensor_parallel));
   model->set_config(config);
   model->finalize();
   return model;

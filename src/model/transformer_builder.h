@@ -37,6 +37,15 @@ std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
                                                backend::Backend& backend, DType param_dtype,
                                                int64_t begin, int64_t end,
                                                const std::string& source = "model config");
+// Pipeline x tensor parallelism: the stage's units hold tensor-parallel rank
+// `tensor_parallel.rank`'s parts, as build_transformer(config, ..., tensor_parallel) builds them
+// (the tied copy this rank's vocabulary rows of the embedding). Run it with
+// Model::set_tensor_group() of the stage's tensor-parallel group.
+std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
+                                               backend::Backend& backend, DType param_dtype,
+                                               int64_t begin, int64_t end,
+                                               const TensorParallelLayout& tensor_parallel,
+                                               const std::string& source = "model config");
 
 // The full model's units, in order, as a partitioner sees them: name, kind() and trainable
 // parameter count (a tied head counts no weight of its own). Builds no tensors.

@@ -11,6 +11,15 @@
 #include "offload/swap_checksum.h"
 
 namespace zero::offload {
+namespace {
+
+// checksum_known_ values: no checksum (never written, or checksums off), a checksum of the last
+// write, or the last write failed (the bytes on disk are not the ones zero.cpp meant to keep).
+constexpr char kNoChecksum = 0;
+constexpr char kChecksumKnown = 1;
+constexpr char kWriteFailed = 2;
+
+}  // namespace
 
 NvmeBlockStore::NvmeBlockStore(const NvmeBlockStoreOptions& options, Allocator& staging_allocator)
     : options_(options), allocator_(staging_allocator), engine_(options.aio) {
@@ -89,8 +98,15 @@ NvmeBlockStore::Buffer* NvmeBlockStore::find_any(int64_t block) {
 
 void NvmeBlockStore::verify(const Buffer& buffer) const {
   const auto b = static_cast<size_t>(buffer.block);
-  if (!options_.verify_checksums || !checksum_known_[b]) return;  // never written: zeros
   const int64_t bytes = io_bytes(buffer.block);
+  if (checksum_known_[b] == kWriteFailed) {
+    throw FileError(file_->path().string() + ": block " + std::to_string(buffer.block) + " (bytes " +
+                    std::to_string(offset(buffer.block)) + " to " +
+                    std::to_string(offset(buffer.block) + bytes) +
+                    ") is lost: its last write failed (the error reported then), so the bytes on "
+                    "disk are not the ones zero.cpp meant to keep; restart from the last checkpoint");
+  }
+  if (!options_.verify_checksums || checksum_known_[b] != kChecksumKnown) return;  // never written: zeros
   if (swap_checksum(buffer.data, bytes) != checksums_[b]) {
     throw FileError(file_->path().string() + ": block " + std::to_string(buffer.block) + " (bytes " +
                     std::to_string(offset(buffer.block)) + " to " +
@@ -108,6 +124,7 @@ void NvmeBlockStore::complete(Buffer& buffer) {
     engine_.wait(buffer.ticket);
     if (reading) verify(buffer);
   } catch (...) {
+    if (!reading) checksum_known_[static_cast<size_t>(buffer.block)] = kWriteFailed;
     buffer.state = State::kFree;
     buffer.block = -1;
     throw;
@@ -130,29 +147,28 @@ NvmeBlockStore::Buffer& NvmeBlockStore::take_buffer() {
   for (Buffer& b : buffers_) {
     if (b.state == State::kFree) return b;
   }
-  // Evict the oldest prefetched block nobody holds, else wait for the oldest write.
-  for (State s : {State::kStaged, State::kWriting}) {
-    Buffer* oldest = nullptr;
+  // Read-ahead is issued in order of use, so the newest prefetched block is needed last: drop
+  // it first (staged before in flight); a write in flight is waited for before that.
+  auto newest = [&](State state) {
+    Buffer* found = nullptr;
     for (Buffer& b : buffers_) {
-      if (b.state == s && (oldest == nullptr || b.since < oldest->since)) oldest = &b;
+      if (b.state == state && (found == nullptr || b.since > found->since)) found = &b;
     }
-    if (oldest == nullptr) continue;
-    complete(*oldest);  // a write finishes (kFree); a staged block is simply dropped
-    oldest->state = State::kFree;
-    oldest->block = -1;
-    return *oldest;
+    return found;
+  };
+  Buffer* victim = newest(State::kStaged);
+  if (victim == nullptr) {
+    for (Buffer& b : buffers_) {
+      if (b.state == State::kWriting && (victim == nullptr || b.since < victim->since)) victim = &b;
+    }
   }
-  // Only reads in flight and acquired blocks: wait for the oldest read and drop it.
-  Buffer* oldest = nullptr;
-  for (Buffer& b : buffers_) {
-    if (b.state == State::kReading && (oldest == nullptr || b.since < oldest->since)) oldest = &b;
-  }
-  ZERO_CHECK(oldest != nullptr,
+  if (victim == nullptr) victim = newest(State::kReading);
+  ZERO_CHECK(victim != nullptr,
              "NvmeBlockStore: all " << buffers_.size() << " staging buffers are acquired");
-  complete(*oldest);
-  oldest->state = State::kFree;
-  oldest->block = -1;
-  return *oldest;
+  complete(*victim);  // a read or write finishes first: its buffer must be quiet
+  victim->state = State::kFree;
+  victim->block = -1;
+  return *victim;
 }
 
 void NvmeBlockStore::issue_read(Buffer& buffer, int64_t block) {
@@ -174,13 +190,18 @@ void NvmeBlockStore::issue_read(Buffer& buffer, int64_t block) {
 bool NvmeBlockStore::prefetch(int64_t block) {
   check_block(block);
   if (find_any(block) != nullptr) return true;
+  // Read-ahead never takes the last free buffer: the next acquire() needs one without dropping
+  // a block read ahead for it.
+  Buffer* free_buffer = nullptr;
+  int free_count = 0;
   for (Buffer& b : buffers_) {
-    if (b.state == State::kFree) {
-      issue_read(b, block);
-      return true;
-    }
+    if (b.state != State::kFree) continue;
+    ++free_count;
+    if (free_buffer == nullptr) free_buffer = &b;
   }
-  return false;
+  if (free_count < 2) return false;
+  issue_read(*free_buffer, block);
+  return true;
 }
 
 const void* NvmeBlockStore::acquire(int64_t block) {
@@ -224,11 +245,20 @@ void* NvmeBlockStore::fill_for_write(int64_t block) {
     if (b.block != block) continue;
     ZERO_CHECK(b.state != State::kAcquired && b.state != State::kFilling,
                "NvmeBlockStore block " << block << " written while acquired");
-    try {
-      complete(b);
-    } catch (...) {
-      abandon_in_flight();
-      throw;
+    if (b.state == State::kReading) {
+      // A read ahead of the old bytes: they are being replaced, so its buffer only has to go
+      // quiet; a damaged or short old copy is no error (the write heals the block).
+      try {
+        engine_.wait(b.ticket);
+      } catch (const Error&) {
+      }
+    } else {
+      try {
+        complete(b);
+      } catch (...) {
+        abandon_in_flight();
+        throw;
+      }
     }
     b.state = State::kFree;
     b.block = -1;
@@ -253,13 +283,14 @@ void NvmeBlockStore::submit_write(int64_t block) {
   std::memset(buffer->data + bytes, 0, static_cast<size_t>(padded - bytes));
   if (options_.verify_checksums) {
     checksums_[static_cast<size_t>(block)] = swap_checksum(buffer->data, padded);
-    checksum_known_[static_cast<size_t>(block)] = 1;
   }
+  checksum_known_[static_cast<size_t>(block)] = options_.verify_checksums ? kChecksumKnown : kNoChecksum;
   buffer->state = State::kWriting;
   buffer->since = ++clock_;
   try {
     buffer->ticket = engine_.submit_write(*file_, offset(block), buffer->data, padded);
   } catch (...) {
+    checksum_known_[static_cast<size_t>(block)] = kWriteFailed;
     buffer->state = State::kFree;
     buffer->block = -1;
     abandon_in_flight();
@@ -287,6 +318,7 @@ void NvmeBlockStore::abandon_in_flight() noexcept {
     try {
       engine_.wait(b.ticket);
     } catch (...) {
+      if (b.state == State::kWriting) checksum_known_[static_cast<size_t>(b.block)] = kWriteFailed;
     }
     b.state = State::kFree;
     b.block = -1;

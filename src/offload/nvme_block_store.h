@@ -13,10 +13,12 @@
 // from the caller's allocator (category kParams): a block must fit one buffer. A buffer is free,
 // reading a block, holding a read block (prefetched, or acquired by the caller), or writing one.
 //  * prefetch(b) starts a read into a free buffer and returns at once (true also when the block
-//    is already staged or in flight; false: no buffer is free, nothing was started);
+//    is already staged or in flight; false: nothing was started because fewer than two buffers
+//    are free - read-ahead always leaves one for the next acquire);
 //  * acquire(b) returns block b's bytes in a buffer, waiting for its read (issuing it when it was
-//    not prefetched; a buffer is found by evicting the oldest staged, unacquired block, or by
-//    waiting for the oldest write); the bytes stay valid until release(b);
+//    not prefetched; a buffer is found by dropping the newest block read ahead - read-ahead goes
+//    in order of use, so that one is needed last - or by waiting for the oldest write); the
+//    bytes stay valid until release(b);
 //  * write(b, src) copies the block into a buffer and issues the write (it overlaps the copies of
 //    the next blocks); fill_for_write(b) + submit_write(b) do the same without the copy (the
 //    caller writes the block's bytes straight into the returned buffer); flush() waits for every

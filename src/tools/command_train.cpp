@@ -22,6 +22,7 @@
 #include "engine/peak_flops.h"
 #include "engine/trainer.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_unit_values.h"
 #include "model/partitioned_init.h"
 #include "model/sequence_tiling.h"
 #include "model/sequence_length.h"
@@ -305,6 +306,9 @@ int run_train(const Args& args) {
   need.tiled_logits_shards = tiling.logits_shards;
   need.sequence_parallel = settings.sequence_parallel_size;
   need.cpu_checkpointing = settings.activation_checkpointing.cpu_checkpointing;
+  // Stage 3 without tensor or pipeline parallelism builds the model partitioned (zero.Init).
+  const bool zero_init = settings.zero.stage == 3 && !parallel.tensor_parallel() && !parallel.pipelined();
+  need.builds_partitioned = zero_init;
   engine::check_training_memory(shape, need);
 
   TrainDevice train_device = open_train_device(parser.get("device"), comm);
@@ -322,12 +326,22 @@ int run_train(const Args& args) {
   std::unique_ptr<engine::PipelineEngine> pipe;
   if (pipelined) {
     // Each rank builds its stage only (engine/pipeline_engine.h); a Hugging Face folder is
-    // loaded whole, its stage's parameters copied by name, and freed.
+    // loaded whole (this tensor rank's slices with tensor parallelism), its stage's parameters
+    // copied by name, and freed.
     std::unique_ptr<model::Model> weights;
-    if (is_model_folder(model_arg)) weights = model::load_hf_model(model_arg, *device, DType::kF32);
+    if (is_model_folder(model_arg)) {
+      const model::TensorParallelLayout layout{mesh->coordinate(comm::MeshAxis::kTensor),
+                                               mesh_shape.tp};
+      weights = model::load_hf_model(model_arg, *device, DType::kF32, layout);
+    }
     pipe = std::make_unique<engine::PipelineEngine>(
         weights ? *weights->config() : shape, *device, settings, *mesh,
-        pipeline::PartitionMethod::parse(ds_config.pipeline.partition), seed, weights.get());
+        pipeline::PartitionMethod::parse(ds_config.pipeline.partition), seed, weights.get(),
+        // N > 0: groups of N blocks per checkpoint, whatever --gradient-checkpointing says.
+        engine::PipelineEngine::Checkpointing{checkpointing == "true",
+                                              ds_config.pipeline.activation_checkpoint_interval});
+    pipe->set_partitioned_transfers(ds_config.pipeline.pipe_partitioned,
+                                    ds_config.pipeline.grad_partitioned);
     if (const char* fault = std::getenv("ZERO_TEST_PIPELINE_FAULT")) {
       // Test hook: "RANK:MICRO_BATCH" makes that world rank's stage throw in the forward pass of
       // that micro-batch of the first step, while its neighbours wait on it.
@@ -339,15 +353,17 @@ int run_train(const Args& args) {
       }
       if (fault_rank == comm.rank()) pipe->fail_in_forward(micro_batch);
     }
-    pipe->model().set_activation_checkpointing(checkpointing == "true");
     pipe->model().set_sequence_tiling(tiling);
   } else {
     // Tensor parallelism: this rank's part of every block and of the vocabulary.
     model::TensorParallelLayout layout;
     if (tensor_parallel) layout = {mesh->coordinate(comm::MeshAxis::kTensor), mesh_shape.tp};
-    if (is_model_folder(model_arg)) {
+    if (is_model_folder(model_arg) && zero_init) {
+      // zero.Init from the folder: each rank reads only its shards' elements.
+      net = model::load_hf_model_partitioned(model_arg, *device, DType::kF32);
+    } else if (is_model_folder(model_arg)) {
       net = model::load_hf_model(model_arg, *device, DType::kF32, layout);  // slices of the tensors
-    } else if (settings.zero.stage == 3 && !tensor_parallel) {
+    } else if (zero_init) {
       // DeepSpeed's zero.Init: each rank keeps only its partition, built unit by unit with the
       // values init_parameters() would give the whole model.
       net = model::build_transformer_partitioned(shape, *device, DType::kF32,
@@ -434,6 +450,19 @@ int run_train(const Args& args) {
                 static_cast<long long>(settings.gradient_accumulation_steps),
                 static_cast<long long>(pipe->parts()[0]), static_cast<long long>(pipe->parts()[1]),
                 static_cast<long long>(pipe->parts().back()));
+    if (const int64_t n = ds_config.pipeline.activation_checkpoint_interval; n > 0) {
+      std::printf("activation checkpointing: each stage's blocks in groups of %lld "
+                  "(pipeline.activation_checkpoint_interval), one saved input per group\n",
+                  static_cast<long long>(n));
+    }
+    if (tensor_parallel) {
+      std::printf("tensor parallel within each stage: tp=%d (each rank holds %lld of %lld heads); "
+                  "activations sent %s, their gradients %s\n",
+                  mesh_shape.tp, static_cast<long long>(shape.num_heads / mesh_shape.tp),
+                  static_cast<long long>(shape.num_heads),
+                  ds_config.pipeline.pipe_partitioned ? "partitioned" : "whole",
+                  ds_config.pipeline.grad_partitioned ? "partitioned" : "whole");
+    }
   } else if (tensor_parallel) {
     std::printf("tensor parallel: tp=%d x sp=%d x dp=%d (each rank holds %lld of %lld heads and its "
                 "part of the MLP and the vocabulary)\n",

@@ -23,16 +23,8 @@ TrainParallelism resolve_train_parallelism(const TrainParallelismRequest& reques
   // Tensor parallelism (model/tensor_parallel.h, model/vocab_parallel.h): each rank holds its
   // part of every block and of the vocabulary; ZeRO runs over the data-parallel group.
   if (sizes.tp > 1) {
-    std::string unsupported;
-    if (sizes.pp > 1) {
-      unsupported = "pipeline parallelism";
-    } else if (request.checkpoints) {
-      unsupported = "checkpoints (--save, --resume)";
-    }
-    if (!unsupported.empty()) {
-      throw UnsupportedError("zero train: tensor parallelism (" + std::to_string(sizes.tp) +
-                             " ranks) together with " + unsupported + " is not supported yet");
-    }
+    // Checkpoints are written by logical names and offsets (engine/tensor_parallel_checkpoint.h;
+    // a pipeline's stages too, engine/pipeline_checkpoint.cpp) and resume at any layout.
     // Heads and widths that cannot split stop here with the sizes (ConfigError).
     model::tensor_parallel_block_config(model_shape, model::TensorParallelLayout{0, sizes.tp});
   }

@@ -118,9 +118,6 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
        "zero_optimization.offload_optimizer.super_offload"},
       {R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})",
        "zero_optimization.offload_optimizer.ratio"},
-      // Parameter offload is a stage-3 feature (below stage 3 it is unused, with a note).
-      {R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x"}})",
-       "zero_optimization.offload_param.device"},
       {R"("zero_optimization": {"zero_quantized_weights": true})",
        "zero_optimization.zero_quantized_weights"},
       {R"("zero_optimization": {"zero_quantized_gradients": true})",

@@ -18,7 +18,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 
 #include "comm/mesh.h"
@@ -253,39 +252,6 @@ TEST(PipelineTiedEmbedding, CopiesStayEqual) {
     EXPECT_EQ(to_vector(first), to_vector(pipe.tied_parameter()->value));
   }
   EXPECT_GT(pipe.sent_bytes(), 0);
-}
-
-// The pipeline bubble on the CPU: each stage's idle fraction of a training step (time outside
-// ForwardPass/BackwardPass) next to (p - 1) / (m + p - 1). A measurement, not a check (timing);
-// run with --gtest_also_run_disabled_tests --gtest_filter='*Bubble*'.
-TEST(PipelineBubble, DISABLED_IdleFractionPerStage) {
-  comm::Comm& world = comm::world();
-  comm::MeshShape shape;
-  shape.pp = world.world_size();
-  comm::Mesh mesh(world, shape);
-  model::TransformerConfig config = small_config("llama");
-  config.hidden_size = 128;
-  config.intermediate_size = 344;
-  config.num_heads = 8;
-  config.num_kv_heads = 4;
-  config.head_dim = 16;
-  config.num_layers = 2 * shape.pp - 2;  // with embedding and head: two units per stage
-  config.max_position_embeddings = 64;
-  for (int64_t m : {1, 2, 4, 8, 16}) {
-    backend::CpuBackend cpu;
-    PipelineEngine pipe(config, cpu, zero_settings(0, 4, m, 1), mesh,
-                        pipeline::PartitionMethod::parse("uniform"), kSeed);
-    double idle = 0.0;
-    for (int step = 0; step < 3; ++step) {
-      int64_t j = 0;
-      pipe.train_batch([&] { return batch_for(step, j++, 4, 64, config.vocab_size); });
-      if (step > 0) idle += pipe.last_timing().idle_fraction() / 2.0;  // step 0: warm-up
-    }
-    const double expected =
-        static_cast<double>(shape.pp - 1) / static_cast<double>(m + shape.pp - 1);
-    std::printf("bubble p=%d m=%lld stage %lld: idle %.3f, (p-1)/(m+p-1) = %.3f\n", shape.pp,
-                static_cast<long long>(m), static_cast<long long>(pipe.stage()), idle, expected);
-  }
 }
 
 }  // namespace

@@ -155,3 +155,24 @@ TEST(MemoryPreflight, LongSequenceOptionsUseTheEstimatorsActivations) {
 
 }  // namespace
 }  // namespace zero::engine
+
+namespace zero::engine {
+namespace {
+
+// zero.Init: at stage 3 a model built partitioned never exists whole on a rank, so the whole
+// model's parameters and gradients are no longer a floor; the other stages build it whole.
+TEST(MemoryPreflight, PartitionedBuildDropsTheWholeModelFloor) {
+  const model::TransformerConfig config = model::preset_config("tiny-llama");
+  MemoryPreflightRequest r;
+  r.zero_stage = 3;
+  r.world_size = 8;
+  r.ranks_on_this_machine = 8;
+  const MemoryNeed whole = estimate_training_memory(config, r);
+  r.builds_partitioned = true;
+  const MemoryNeed partitioned = estimate_training_memory(config, r);
+  EXPECT_EQ(whole.model_state_bytes, 2 * 4 * config.num_parameters());
+  EXPECT_LT(partitioned.model_state_bytes, whole.model_state_bytes / 2);
+}
+
+}  // namespace
+}  // namespace zero::engine

@@ -90,8 +90,17 @@ TEST(PipelineEngineSettings, RefusesWhatItDoesNotActOn) {
                UnsupportedError);
 
   config::PipelineConfig interval;
-  interval.activation_checkpoint_interval = 2;
-  EXPECT_THROW(check_pipeline_settings(interval, "ds.json"), UnsupportedError);
+  interval.activation_checkpoint_interval = 2;  // acted on (mpi_test_pipeline_checkpoint_interval)
+  EXPECT_NO_THROW(check_pipeline_settings(interval, "ds.json"));
+  interval.activation_checkpoint_interval = -1;
+  try {
+    check_pipeline_settings(interval, "ds.json");
+    FAIL() << "a negative activation_checkpoint_interval was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline.activation_checkpoint_interval"),
+              std::string::npos)
+        << e.what();
+  }
   config::PipelineConfig seeded;
   seeded.seed_layers = true;
   EXPECT_THROW(check_pipeline_settings(seeded, "ds.json"), UnsupportedError);

@@ -16,6 +16,8 @@
 #include "comm/self_comm.h"
 #include "core/error.h"
 #include "engine/zero_harness.h"
+#include "model/hf_checkpoint.h"
+#include "model/hf_unit_values.h"
 #include "model/partitioned_init.h"
 
 namespace zero::engine {
@@ -71,6 +73,27 @@ TEST(ZeroInit, TrainsLikeTheWholeModelPartitionedAfter) {
         EXPECT_EQ(partitioned.params, whole.params) << family << " bf16 " << bf16;
       }
     }
+  }
+}
+
+TEST(ZeroInit, HuggingFaceFoldersTrainLikeTheWholeModelLoaded) {
+  for (const std::string folder : {"tiny-gpt2", "tiny-llama"}) {
+    const std::string dir = std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder;
+    backend::CpuBackend cpu;
+    auto whole_net = model::load_hf_model(dir, cpu, DType::kF32);
+    const int64_t vocab = whole_net->config()->vocab_size;
+    comm::SelfComm comm;
+    std::vector<double> whole, partitioned;
+    {
+      Engine engine(std::move(whole_net), stage3(true, OffloadDevice::kCpu), comm);
+      for (int step = 0; step < 3; ++step) whole.push_back(engine.train_batch(batches(step, vocab)));
+    }
+    {
+      Engine engine(model::load_hf_model_partitioned(dir, cpu, DType::kF32),
+                    stage3(true, OffloadDevice::kCpu), comm);
+      for (int step = 0; step < 3; ++step) partitioned.push_back(engine.train_batch(batches(step, vocab)));
+    }
+    EXPECT_EQ(partitioned, whole) << folder;
   }
 }
 

@@ -268,7 +268,9 @@ TEST(TensorParallelModelTest, AllReducesMatchTheClosedForm) {
 }
 
 // A Hugging Face folder written by a one-rank model loads into every tensor-parallel rank as its
-// slices (model/hf_checkpoint.h); writing one from a tensor-parallel model is refused for now.
+// slices (model/hf_checkpoint.h); writing one from a tensor-parallel model without its tensor
+// group (nothing to gather the parts over) is refused (the gathered export:
+// tests/engine/mpi_test_tensor_parallel_checkpoint.cpp).
 TEST(TensorParallelModelTest, HuggingFaceFolderLoadsBySlices) {
   comm::Comm& world = comm::world();
   backend::CpuBackend cpu;

@@ -10,6 +10,7 @@
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_fixture_copy.h"
 
 namespace zero::model {
 namespace {
@@ -30,18 +31,9 @@ class HfCheckpoint : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // A copy of a fixture folder whose weights are rewritten by `edit` (name -> tensor list).
-  std::string edited_copy(const std::string& folder,
-                          const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
-    const std::string out = (dir_ / folder).string();
-    fs::create_directories(out);
-    fs::copy_file(fixture(folder) + "/config.json", out + "/config.json");
-    auto file = io::SafetensorsFile::open(fixture(folder) + "/model.safetensors");
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const auto& e : file.entries()) tensors.emplace_back(e.name, file.tensor(e.name));
-    edit(tensors);
-    io::write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}});
-    return out;
+  // A copy of a fixture folder whose weights are rewritten by `edit`.
+  std::string edited_copy(const std::string& folder, const std::function<void(testing::TensorList&)>& edit) {
+    return testing::edited_fixture_copy(dir_, folder, edit);
   }
 
   template <typename E>

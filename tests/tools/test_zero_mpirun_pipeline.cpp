@@ -4,7 +4,8 @@
 // tied embedding's gradient and the clipping norm in another order than one rank, and dp = 2 sums
 // each replica's micro-batches before the all-reduce); sizes that do not divide, ZeRO-2 with a
 // pipeline and a stage failing mid-schedule stop the job with the reason; checkpoints of a
-// pipeline resume at one stage and at two.
+// pipeline resume at one stage and at two; pipeline.activation_checkpoint_interval keeps the
+// losses.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -132,6 +133,56 @@ TEST_F(ZeroMpirunPipeline, FlagOverridesTheConfig) {
                        " --steps 2 --seq-len 16 --pipeline-parallel-size 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pipeline parallel: 2 stages x dp=1"), std::string::npos) << r.output;
+}
+
+// pipeline.activation_checkpoint_interval: each stage checkpoints its blocks in groups of N and
+// recomputes them in backward; the losses are the same bits as without it (deterministic
+// kernels), and a negative interval stops the job naming the key.
+TEST_F(ZeroMpirunPipeline, ActivationCheckpointIntervalKeepsTheLosses) {
+  const std::string args =
+      " --steps 3 --seq-len 16 --model tiny-llama --grad-accum 4 --pipeline-parallel-size 2 ";
+  std::vector<std::vector<double>> losses;
+  for (int interval : {0, 1, 2}) {
+    const std::string name = "interval" + std::to_string(interval);
+    const fs::path cfg = config(name + ".json",
+                                ", \"pipeline\": {\"activation_checkpoint_interval\": " +
+                                    std::to_string(interval) + "}");
+    const Result r = run_shell(mpirun(2) + "train --deepspeed " + cfg.string() + args +
+                               "--log-json " + (dir_ / (name + ".jsonl")).string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("pipeline parallel: 2 stages"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("blocks in groups of " + std::to_string(interval)) != std::string::npos,
+              interval > 0)
+        << r.output;
+    losses.push_back(logged_losses(dir_ / (name + ".jsonl")));
+    ASSERT_EQ(losses.back().size(), 3u) << r.output;
+  }
+  EXPECT_EQ(losses[1], losses[0]);
+  EXPECT_EQ(losses[2], losses[0]);
+  const fs::path bad =
+      config("negative.json", ", \"pipeline\": {\"activation_checkpoint_interval\": -1}");
+  const Result r = run_shell(mpirun(2) + "train --deepspeed " + bad.string() + args);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("pipeline.activation_checkpoint_interval"), std::string::npos)
+      << r.output;
+}
+
+// The activation_checkpointing section reaches each stage's model: the stage checkpoints from
+// the start, so its profile table prints (and no "has no effect" warning), with the interval and
+// with --gradient-checkpointing alike.
+TEST_F(ZeroMpirunPipeline, ActivationCheckpointingSectionAppliesToStages) {
+  const std::string args = " --steps 2 --seq-len 16 --model tiny-llama --grad-accum 2 --pipeline-parallel-size 2 ";
+  const fs::path by_interval = config(
+      "profile_interval.json",
+      R"(, "pipeline": {"activation_checkpoint_interval": 1}, "activation_checkpointing": {"profile": true})");
+  const fs::path by_flag = config("profile_flag.json", R"(, "activation_checkpointing": {"profile": true})");
+  for (const std::string& run : {"--deepspeed " + by_interval.string() + args,
+                                 "--deepspeed " + by_flag.string() + args + "--gradient-checkpointing true"}) {
+    const Result r = run_shell(mpirun(2) + "train " + run);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("activation checkpointing profile"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("has no effect"), std::string::npos) << r.output;
+  }
 }
 
 TEST_F(ZeroMpirunPipeline, StagesThatDoNotDivideStopWithTheNumbers) {
