@@ -60,7 +60,7 @@ void unpack_unit_shards(backend::Backend& backend, const PartitionLayout& layout
 GradientReducer::GradientReducer(backend::Backend& backend, comm::Comm& comm,
                                  const PartitionLayout& layout, int64_t bucket_elements,
                                  bool overlap, DType comm_dtype, ExposedCommTime& exposed,
-                                 ReductionOptions options)
+                                 ReductionOptions options, backend::Backend* host)
     : backend_(backend),
       comm_(comm),
       layout_(layout),
@@ -68,7 +68,8 @@ GradientReducer::GradientReducer(backend::Backend& backend, comm::Comm& comm,
       overlap_(overlap),
       comm_dtype_(comm_dtype),
       exposed_(exposed),
-      options_(options) {}
+      options_(options),
+      host_(host) {}
 
 void GradientReducer::add(size_t u, const Tensor& unit_grad, Tensor& partition_grads) {
   // Buckets are runs of consecutive units (their shards are adjacent in the partition).
@@ -126,6 +127,12 @@ void GradientReducer::complete(InFlight& op, Tensor& partition_grads) {
     op.work->wait();
   }
   Tensor target = partition_grads.view(op.partition_offset, {op.output.numel()});
+  if (host_ != nullptr) {
+    Tensor down = host_->empty({op.output.numel()}, op.output.dtype(), MemoryCategory::kComm);
+    backend_.copy_to_host(down.raw_data(), op.output);
+    accumulate(*host_, target, down);
+    return;
+  }
   accumulate(backend_, target, op.output);
 }
 

@@ -38,9 +38,12 @@ class GradientReducer {
   // Buckets travel in `comm_dtype` (packing converts, rounding to nearest-even when narrowing);
   // results are added into partition_grads in its own dtype. Time blocked on communication is
   // added to `exposed`.
+  // With `host` (optimizer offload), partition_grads is a host tensor of `host`: each reduced
+  // bucket is copied down as it completes and accumulated there by `host`, so the device never
+  // holds the gradient partition.
   GradientReducer(backend::Backend& backend, comm::Comm& comm, const PartitionLayout& layout,
                   int64_t bucket_elements, bool overlap, DType comm_dtype, ExposedCommTime& exposed,
-                  ReductionOptions options = {});
+                  ReductionOptions options = {}, backend::Backend* host = nullptr);
 
   // Unit `u`'s gradient is complete. `unit_grad` is contiguous, element 0 is the unit's first
   // element and it holds at least numel elements (padding beyond is ignored). The reducer keeps
@@ -68,6 +71,7 @@ class GradientReducer {
   DType comm_dtype_;
   ExposedCommTime& exposed_;
   ReductionOptions options_;
+  backend::Backend* host_;  // not owned; null: partition_grads is on the device
   // The open bucket: units in descending order as backward completes them.
   std::vector<std::pair<size_t, Tensor>> open_;
   int64_t open_elements_ = 0;

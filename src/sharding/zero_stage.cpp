@@ -102,12 +102,15 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     accumulator_ = backend_.zeros({full_numel}, mixed ? precision_.accum : DType::kF32,
                                   MemoryCategory::kGrads);
   }
+  if (zero_.offload_optimizer.device != config::OffloadDevice::kNone) create_host_backend();
   if (stage_ >= 2) {
-    partition_grads_ =
-        backend_.zeros({layout_.partition_numel()}, precision_.accum, MemoryCategory::kGrads);
+    // Under optimizer offload the reduced gradients leave the device bucket by bucket during
+    // backward and accumulate in host memory (DeepSpeed's ZeRO-Offload); the device keeps none.
+    partition_grads_ = grads_backend().zeros({layout_.partition_numel()}, precision_.accum,
+                                             MemoryCategory::kGrads);
     reducer_ = std::make_unique<GradientReducer>(backend_, comm_, layout_, zero_.reduce_bucket_size,
                                                  zero_.overlap_comm_enabled(), precision_.comm,
-                                                 exposed_, reduction_);
+                                                 exposed_, reduction_, host_backend_.get());
   }
   if (grads_by_unit()) {
     unit_grads_.resize(units);
@@ -143,10 +146,10 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
   }
   if (params_by_unit()) model.release_flat_params();
   if (params_by_unit() || grads_by_unit()) model.set_observer(this);
-  if (zero_.offload_optimizer.device != config::OffloadDevice::kNone) offload_master();
+  if (host_backend_) offload_master();
 }
 
-void ZeroStage::offload_master() {
+void ZeroStage::create_host_backend() {
   const config::OffloadOptimizerConfig& offload = zero_.offload_optimizer;
   if (stage_ == 0) {
     throw ConfigError("zero_optimization.offload_optimizer needs ZeRO stage 1, 2 or 3 (the "
@@ -166,10 +169,14 @@ void ZeroStage::offload_master() {
   }
   // Pinned memory makes the per-step gradient download and parameter upload run at full
   // bandwidth (DeepSpeed's pin_memory); without it the buffers are ordinary host memory. The
-  // optimizer's state (allocated by the host backend) lives in the same memory.
+  // optimizer's state and the offloaded partitions (allocated by the host backend) live there.
   Allocator& host_memory =
       offload.pin_memory ? backend_.pinned_host_allocator() : host_pageable_allocator();
   host_backend_ = std::make_unique<backend::CpuBackend>(host_memory);
+}
+
+void ZeroStage::offload_master() {
+  Allocator& host_memory = host_backend_->allocator();
   const int64_t n = layout_.partition_numel();
   Tensor master = Tensor::empty(host_memory, {n}, DType::kF32, MemoryCategory::kOptimizer);
   backend_.copy_to_host(master.raw_data(), master_);
@@ -304,7 +311,7 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
                      : accumulator_.defined() ? accumulator_
                                               : model_.flat_grads();
     Tensor first = target.view(0, {1});
-    backend_.fill(first, std::numeric_limits<double>::quiet_NaN());
+    (stage_ >= 2 ? grads_backend() : backend_).fill(first, std::numeric_limits<double>::quiet_NaN());
   }
   Tensor reduced;  // the reduced gradients in their storage dtype
   if (stage_ == 0) {
@@ -340,6 +347,10 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
     reduced = partition_grads_;
   } else {
     reduced = partition_grads_;
+    if (host_backend_) {
+      reduce_on_host(scale, squared_norm);
+      return;
+    }
   }
   // The optimizer reads f32.
   if (reduced.dtype() == DType::kF32) {
@@ -363,6 +374,21 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
   comm_.all_reduce(squared_norm, comm::ReduceOp::kSum);
 }
 
+void ZeroStage::reduce_on_host(double scale, Tensor& squared_norm) {
+  // Stages 2-3 under offload: the summed gradient partition is already in host memory; the
+  // same conversions and scaling as the device path, on the host, and only the norm goes up.
+  backend::Backend& host = *host_backend_;
+  host.copy(host_grads_, partition_grads_);
+  const double post_scale = scale / reduction_.prescale;
+  if (post_scale != 1.0) host.scale(host_grads_, post_scale);
+  update_grads_f32_ = host_grads_;
+  Tensor norm = host.zeros({1}, DType::kF64, MemoryCategory::kWorkspace);
+  host.sum_squares(norm, host_grads_, false);
+  backend_.copy_from_host(squared_norm, norm.raw_data());
+  ExposedScope blocked(exposed_);
+  comm_.all_reduce(squared_norm, comm::ReduceOp::kSum);
+}
+
 std::vector<std::string> ZeroStage::nonfinite_gradient_names(size_t limit) const {
   std::vector<std::string> names;
   if (!update_grads_f32_.defined()) return names;
@@ -370,7 +396,10 @@ std::vector<std::string> ZeroStage::nonfinite_gradient_names(size_t limit) const
     if (names.size() >= limit) return;
     if (!names.empty() && names.back() == p->spec.name) return;
     const Tensor piece = update_grads_f32_.view(offset, {count});
-    if (!std::isfinite(backend_.squared_norm(piece))) names.push_back(p->spec.name);
+    const bool on_host = host_backend_ && update_grads_f32_.raw_data() == host_grads_.raw_data();
+    if (!std::isfinite((on_host ? *host_backend_ : backend_).squared_norm(piece))) {
+      names.push_back(p->spec.name);
+    }
   };
   if (stage_ == 0) {
     for (model::Parameter* p : model_.parameters()) check(p, p->flat_offset, p->numel());
@@ -495,7 +524,7 @@ void ZeroStage::zero_grad() {
   model_.zero_grad();
   if (accumulator_.defined()) backend_.fill(accumulator_, 0.0);
   if (stage_ == 1) partition_grads_ = Tensor();
-  if (stage_ >= 2) backend_.fill(partition_grads_, 0.0);
+  if (stage_ >= 2) grads_backend().fill(partition_grads_, 0.0);
   update_grads_f32_ = Tensor();
 }
 

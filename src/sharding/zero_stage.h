@@ -35,8 +35,11 @@
 // Optimizer offload (zero_optimization.offload_optimizer.device "cpu", stages 1-3; DeepSpeed's
 // ZeRO-Offload): the f32 master partition and the reduced f32 gradient partition live in host
 // memory (pinned when pin_memory), the optimizer's state too (optimizer_backend() is a host
-// CPU backend), and the device keeps only the parameters and gradients. reduce_gradients()
-// computes the norm on the device and then copies the gradient partition to the host;
+// CPU backend), and the device keeps only the parameters (and, at stage 1, gradients). At
+// stages 2-3 each reduced bucket is copied down as backward produces it and accumulated in a
+// host gradient partition, where reduce_gradients() scales it and takes the norm (only the
+// norm goes up); at stage 1 reduce_gradients() reduces on the device and copies the partition
+// down;
 // publish_parameters() uploads the updated partition in the parameters' dtype (the CPU step
 // writes that 16-bit copy in its pass: offload_param_copy()). With device "nvme" the same holds,
 // and the engine keeps the optimizer's state in files on the NVMe drive (engine/nvme_state.h).
@@ -165,8 +168,15 @@ class ZeroStage final : public model::UnitObserver {
   // the 16-bit copy the CPU step wrote, converted here when it is not fresh).
   const Tensor& host_partition_in(DType dtype);
   void accept_unit_gradient(size_t unit);
-  // Sets up optimizer offload (constructor): moves master_ to host memory.
+  // Sets up optimizer offload (constructor): checks the settings and creates the host backend
+  // (its allocator is the pinned or pageable host memory the offloaded state lives in); then
+  // moves master_ to host memory.
+  void create_host_backend();
   void offload_master();
+  // Where the stage-2/3 gradient partition lives: the host under optimizer offload.
+  backend::Backend& grads_backend() const { return host_backend_ ? *host_backend_ : backend_; }
+  // reduce_gradients() at stages 2-3 under optimizer offload.
+  void reduce_on_host(double scale, Tensor& squared_norm);
   // The master partition on the device in `dtype` (a fresh upload under offload).
   Tensor master_on_device(DType dtype);
   // Rounds master_f32_ into the bf16 master_ and frees it.
