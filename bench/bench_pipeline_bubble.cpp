@@ -18,6 +18,7 @@
 #include "comm/world.h"
 #include "engine/pipeline_engine.h"
 #include "model/transformer_builder.h"
+#include "bench_batches.h"
 
 namespace {
 
@@ -42,15 +43,7 @@ model::TransformerConfig bench_config(int stages) {
 }
 
 model::Batch batch(int64_t step, int64_t index, int64_t vocab) {
-  Tensor ids = Tensor::zeros_host({kMicro, kSeq}, DType::kI64);
-  uint64_t x = 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step * 1000 + index + 1);
-  for (int64_t i = 0; i < ids.numel(); ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    ids.data<int64_t>()[i] = static_cast<int64_t>(x % static_cast<uint64_t>(vocab));
-  }
-  return model::batch_from_input_ids(ids);
+  return bench::random_token_batch(step, index, kMicro, kSeq, vocab);
 }
 
 engine::EngineSettings settings(int64_t micro_batches) {

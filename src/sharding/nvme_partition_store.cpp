@@ -68,6 +68,7 @@ class NvmePartitionStore final : public PartitionStore {
       blocks_->submit_write(b);
     }
     blocks_->flush();
+    sync_io_traffic();
   }
 
   Tensor read(size_t first, size_t last) override {

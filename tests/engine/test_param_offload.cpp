@@ -150,8 +150,8 @@ TEST_F(ParamOffload, TheDeviceHoldsNoParameterPartition) {
       // Staging: two buffers, each the largest shard (not the partition).
       EXPECT_LT(where.staging_bytes, 2 * psi);
       EXPECT_GE(pinned, static_cast<size_t>(where.staging_bytes));
-      // One step reads every shard for the forward and again for the backward, and writes the
-      // updated partition once.
+      // One step (two micro-batches) reads every shard at least once per micro-batch, and
+      // writes the updated partition once.
       const sharding::PartitionTraffic before = store->traffic();
       engine.train_batch(batches(1));
       const sharding::PartitionTraffic after = store->traffic();
