@@ -31,7 +31,7 @@ namespace zero::engine {
 namespace {
 using namespace zero_test;
 
-constexpr int kSteps = 6;
+constexpr int kSteps = 10;
 constexpr int64_t kSeqLen = 8;
 constexpr int64_t kMicro = 2;
 constexpr uint64_t kSeed = 11;
