@@ -182,8 +182,8 @@ const std::vector<Gate>& gates() {
         row("zero_optimization.round_robin_gradients",
             [](const Config& c) { return when_true(c.zero_optimization.round_robin_gradients); },
             "round-robin gradient partitioning", zero, off),
-        // Optimizer offload to CPU memory and to NVMe is built (stages 1-3), and parameter offload
-        // (stage 3); partial optimizer offload not yet.
+        // Optimizer offload to CPU memory and to NVMe is built (stages 1-3), parameter offload
+        // (stage 3), and partial optimizer offload to CPU memory (ratio < 1, stage 3).
         // SuperOffload (DeepSpeed's engine for Grace-Hopper-class superchips); its
         // cpuadam_cores_perc and convert_grad_on_cpu only apply with it, as in DeepSpeed.
         row("zero_optimization.offload_optimizer.super_offload",
@@ -192,10 +192,10 @@ const std::vector<Gate>& gates() {
         row("zero_optimization.offload_optimizer.ratio",
             [](const Config& c) {
               const auto& o = c.zero_optimization.offload_optimizer;
-              return o.device != OffloadDevice::kNone && o.ratio < 1.0 ? std::optional<json>(o.ratio)
+              return o.device == OffloadDevice::kNvme && o.ratio < 1.0 ? std::optional<json>(o.ratio)
                                                                        : std::nullopt;
             },
-            "partial optimizer offload (part of the step on the device)", offload,
+            "partial optimizer offload to NVMe (ratio < 1 is built for device \"cpu\")", offload,
             "remove the key or set it to 1"),
         row("zero_optimization.zero_quantized_weights",
             [](const Config& c) { return when_true(c.zero_optimization.zero_quantized_weights); },

@@ -9,6 +9,7 @@
 #include "engine/checkpointing_setup.h"
 #include "engine/engine_state.h"
 #include "engine/nvme_optimizer_state.h"
+#include "engine/partial_offload.h"
 #include "engine/sequence_shard.h"
 #include "engine/tensor_parallel_norm.h"
 #include "model/ulysses_attention.h"
@@ -130,6 +131,9 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   }
   if (zero_->offloads_optimizer()) {
     cpu_step_ = std::make_unique<offload::CpuOptimizerStep>(optimizer_->kind());
+  }
+  if (zero_->device_update_numel() > 0) {
+    partial_ = std::make_unique<PartialOffload>(*zero_, *optimizer_, model_->backend());
   }
   step_scalars_ = model_->backend().zeros({2}, DType::kF64, MemoryCategory::kOther);
   schedule_ = optim::LrSchedule::create({settings_.scheduler_type, settings_.scheduler_params},
@@ -288,6 +292,16 @@ void Engine::apply_update() {
       nvme_state_->step(*cpu_step_, zero_->update_params(), zero_->update_grads(),
                         zero_->offload_param_copy(), zero_->update_segments(),
                         optimizer_->next_hyper(lr), clip);
+    } else if (partial_) {
+      // Partial offload: the first units on the device, the rest on the host, one step.
+      const int64_t split = zero_->device_update_numel();
+      partial_->step(*optimizer_, optimizer_->next_hyper(lr), coefficient);
+      std::vector<Tensor> state;
+      for (Tensor& s : optimizer_->state_buffers()) state.push_back(s.view(split, {s.numel() - split}));
+      Tensor& copy = zero_->offload_param_copy();
+      offload::CpuStepBuffers buffers{zero_->host_master(), zero_->host_grads(), state,
+                                      copy.defined() ? copy.view(split, {copy.numel() - split}) : Tensor()};
+      cpu_step_->step(buffers, zero_->host_segments(), optimizer_->next_hyper(lr), 1.0, clip);
     } else {
       offload::CpuStepBuffers buffers{zero_->update_params(), zero_->update_grads(),
                                       optimizer_->state_buffers(), zero_->offload_param_copy()};
@@ -345,7 +359,10 @@ bool Engine::skip_on_overflow() const {
 }
 
 std::vector<std::pair<std::string, Tensor>> Engine::optimizer_state_tensors() {
-  return nvme_state_ ? nvme_state_->read_all() : optimizer_->state_tensors();
+  if (nvme_state_) return nvme_state_->read_all();
+  auto state = optimizer_->state_tensors();
+  if (partial_) partial_->download_state(state);  // the device part, mirrored for checkpoints
+  return state;
 }
 
 double Engine::get_lr() const { return schedule_->current_lr(); }

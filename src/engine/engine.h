@@ -47,6 +47,7 @@ class LossScaler;
 namespace zero::engine {
 
 class NvmeOptimizerState;
+class PartialOffload;
 class PipelineEngine;
 struct ManifestEntry;
 
@@ -191,6 +192,7 @@ class Engine {
   std::unique_ptr<sharding::ZeroStage> zero_;
   std::unique_ptr<offload::CpuOptimizerStep> cpu_step_;  // optimizer offload only
   std::unique_ptr<NvmeOptimizerState> nvme_state_;       // offload to NVMe only
+  std::unique_ptr<PartialOffload> partial_;               // offload_optimizer.ratio < 1 only
   std::unique_ptr<model::StepContext> pending_;  // forward done, backward not yet
   model::Batch pending_batch_;
   Timers timers_;

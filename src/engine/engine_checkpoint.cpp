@@ -30,6 +30,7 @@
 #include "engine/checkpoint_dir.h"
 #include "engine/checkpoint_tensors.h"
 #include "engine/engine.h"
+#include "engine/partial_offload.h"
 #include "engine/engine_state.h"
 #include "engine/nvme_optimizer_state.h"
 #include "engine/tensor_parallel_checkpoint.h"
@@ -306,6 +307,8 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
     }
   }
   if (nvme_state_) nvme_state_->write_all(optimizer_state);
+  if (partial_) partial_->upload_state(optimizer_state);
+  zero_->update_params_written();
   zero_->publish_parameters();
   zero_->zero_grad();
   optimizer_->set_step_count(state.optimizer_step_count);

@@ -40,6 +40,17 @@ int64_t optimizer_nvme_bytes(const Engine& engine) {
   return options.numel * static_cast<int64_t>(options.tensor_names.size()) * 4;
 }
 
+// Partial offload (ratio < 1): how much of the partition updates on the device.
+std::string partial_text(Engine& engine) {
+  const int64_t split = engine.zero_stage().device_update_numel();
+  if (split == 0) return "";
+  char text[96];
+  std::snprintf(text, sizeof(text), " (ratio %g: %lld of %lld partition elements update on the device)",
+                engine.settings().zero.offload_optimizer.ratio, static_cast<long long>(split),
+                static_cast<long long>(engine.zero_stage().layout().partition_numel()));
+  return text;
+}
+
 }  // namespace
 
 bool offloads(const Engine& engine) {
@@ -61,7 +72,7 @@ std::string offload_placement_line(Engine& engine) {
   const bool params_offloaded = zero.stage == 3 && zero.offload_param.device != config::OffloadDevice::kNone;
   return std::string("offload: parameters: ") +
          tier_name(params_offloaded ? zero.offload_param.device : config::OffloadDevice::kNone) +
-         ", optimizer: " + tier_name(zero.offload_optimizer.device) + " | device " +
+         ", optimizer: " + tier_name(zero.offload_optimizer.device) + partial_text(engine) + " | device " +
          mib(static_cast<double>(device.total_live_bytes)) + " MiB " + categories(device) + " | host " +
          mib(static_cast<double>(pinned.total_live_bytes)) + " MiB pinned + " +
          mib(static_cast<double>(pageable.total_live_bytes)) + " MiB pageable " +

@@ -233,7 +233,8 @@ void NvmeBlockStore::release(int64_t block) {
 
 void NvmeBlockStore::write(int64_t block, const void* source) {
   void* buffer = fill_for_write(block);
-  std::memcpy(buffer, source, static_cast<size_t>(options_.block_bytes[static_cast<size_t>(block)]));
+  const auto bytes = static_cast<size_t>(options_.block_bytes[static_cast<size_t>(block)]);
+  if (bytes > 0) std::memcpy(buffer, source, bytes);  // an empty block may come without data
   submit_write(block);
 }
 

@@ -117,13 +117,19 @@ class NvmePartitionStore final : public PartitionStore {
     sync_io_traffic();
   }
 
-  void write_from_host(const Tensor& host_values) override {
-    ZERO_CHECK(host_values.dtype() == dtype_ && host_values.numel() == layout_.partition_numel(),
+  void write_from_host(size_t first, size_t last, const Tensor& host_values) override {
+    ZERO_CHECK(host_values.dtype() == dtype_ && host_values.numel() == range_numel(first, last),
                "partition write of " << host_values.describe());
     const char* base = static_cast<const char*>(host_values.raw_data());
-    if (resident_.numel() > 0) std::memcpy(resident_.raw_data(), base, resident_.nbytes());
-    for (size_t u = resident_units_; u < layout_.units().size(); ++u) {
-      blocks_->write(block_of(u), base + layout_.unit(u).partition_offset * element_bytes_);
+    for (size_t u = first; u <= last; ++u) {
+      const UnitPartition& part = layout_.unit(u);
+      const char* from = base + (part.partition_offset - range_begin(first)) * element_bytes_;
+      if (u < resident_units_) {
+        std::memcpy(resident_at(part.partition_offset), from,
+                    static_cast<size_t>(part.shard_numel * element_bytes_));
+      } else {
+        blocks_->write(block_of(u), from);
+      }
     }
     blocks_->flush();
     sync_io_traffic();

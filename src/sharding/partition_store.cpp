@@ -22,11 +22,12 @@ class DevicePartitionStore final : public PartitionStore {
     Tensor target = partition_.view(range_begin(first), {range_numel(first, last)});
     backend_.copy(target, values);
   }
-  void write_from_host(const Tensor& host_values) override {
-    ZERO_CHECK(host_values.dtype() == dtype_ && host_values.numel() == partition_.numel(),
+  void write_from_host(size_t first, size_t last, const Tensor& host_values) override {
+    Tensor target = partition_.view(range_begin(first), {range_numel(first, last)});
+    ZERO_CHECK(host_values.dtype() == dtype_ && host_values.numel() == target.numel(),
                "partition upload of " << host_values.describe());
-    backend_.copy_from_host(partition_, host_values.raw_data());
-    traffic_.host_to_device_bytes += static_cast<int64_t>(partition_.nbytes());
+    backend_.copy_from_host(target, host_values.raw_data());
+    traffic_.host_to_device_bytes += static_cast<int64_t>(target.nbytes());
   }
   PartitionPlacement placement() const override {
     return {static_cast<int64_t>(partition_.nbytes()), 0, 0, 0};
@@ -66,10 +67,12 @@ class HostPartitionStore final : public PartitionStore {
       traffic_.device_to_host_bytes += static_cast<int64_t>(narrow.nbytes());
     }
   }
-  void write_from_host(const Tensor& host_values) override {
-    ZERO_CHECK(host_values.dtype() == dtype_ && host_values.numel() == partition_.numel(),
+  void write_from_host(size_t first, size_t last, const Tensor& host_values) override {
+    const int64_t n = range_numel(first, last);
+    ZERO_CHECK(host_values.dtype() == dtype_ && host_values.numel() == n,
                "partition write of " << host_values.describe());
-    std::memcpy(partition_.raw_data(), host_values.raw_data(), partition_.nbytes());
+    std::memcpy(host_at(range_begin(first)), host_values.raw_data(),
+                static_cast<size_t>(n) * dtype_size(dtype_));
   }
   PartitionPlacement placement() const override {
     return {0, static_cast<int64_t>(partition_.nbytes()), 0, 0};

@@ -66,10 +66,10 @@ class PartitionStore {
   // Replaces units [first, last]'s shards with `values`, a device tensor of that many elements in
   // any floating dtype (rounded to dtype() on the way, round-to-nearest-even).
   virtual void write(size_t first, size_t last, const Tensor& values) = 0;
-  // Replaces the whole partition from host memory: `host_values` is a host tensor of
-  // partition_numel() elements in dtype() (the CPU optimizer step's 16-bit copy, or its f32
-  // master weights). The host tier copies it without touching the device.
-  virtual void write_from_host(const Tensor& host_values) = 0;
+  // Replaces units [first, last]'s shards from host memory: `host_values` is a host tensor of
+  // that range's elements in dtype() (the CPU optimizer step's 16-bit copy, or its f32 master
+  // weights). The host tier copies it without touching the device.
+  virtual void write_from_host(size_t first, size_t last, const Tensor& host_values) = 0;
 
   virtual PartitionPlacement placement() const = 0;
   const PartitionTraffic& traffic() const { return traffic_; }

@@ -161,11 +161,15 @@ void ZeroStage::create_host_backend() {
                            "bf16.bf16_master_weights_and_grads is not supported: the CPU step "
                            "keeps f32 master weights; remove one of the two");
   }
-  if (offload.ratio < 1.0) {
-    throw UnsupportedError("zero_optimization.offload_optimizer.ratio " +
-                           std::to_string(offload.ratio) +
-                           " (part of the optimizer step on the device) is not built yet; set "
-                           "ratio to 1");
+  if (offload.ratio < 1.0 && stage_ != 3) {
+    throw ConfigError("zero_optimization.offload_optimizer.ratio " + std::to_string(offload.ratio) +
+                      " (part of the optimizer step on the device) applies at ZeRO stage 3, as in "
+                      "DeepSpeed; set ratio to 1 or use stage 3");
+  }
+  if (offload.ratio < 1.0 && offload.device == config::OffloadDevice::kNvme) {
+    throw UnsupportedError("zero_optimization.offload_optimizer.ratio " + std::to_string(offload.ratio) +
+                           " with \"device\": \"nvme\" is not built (partial offload keeps the "
+                           "offloaded part in CPU memory); set ratio to 1 or the device to \"cpu\"");
   }
   // Pinned memory makes the per-step gradient download and parameter upload run at full
   // bandwidth (DeepSpeed's pin_memory); without it the buffers are ordinary host memory. The
@@ -178,12 +182,44 @@ void ZeroStage::create_host_backend() {
 void ZeroStage::offload_master() {
   Allocator& host_memory = host_backend_->allocator();
   const int64_t n = layout_.partition_numel();
+  if (zero_.offload_optimizer.ratio < 1.0) keep_device_part();
   Tensor master = Tensor::empty(host_memory, {n}, DType::kF32, MemoryCategory::kOptimizer);
   backend_.copy_to_host(master.raw_data(), master_);
   master_ = master;
   host_grads_ = Tensor::empty(host_memory, {n}, DType::kF32, MemoryCategory::kGrads);
   if (precision_.mixed()) {
     host_param_copy_ = Tensor::empty(host_memory, {n}, precision_.param, MemoryCategory::kParams);
+  }
+}
+
+void ZeroStage::keep_device_part() {
+  // DeepSpeed 0.19: of n sub-groups (sub_group_size elements of the partition), the first
+  // int((1 - ratio) * n) stay on the device. Here the split is rounded up to a unit boundary,
+  // so each unit's shard is updated on one side (its 16-bit copy comes from there).
+  const int64_t n = layout_.partition_numel();
+  const int64_t sub_group = std::max<int64_t>(zero_.sub_group_size, 1);
+  const int64_t sub_groups = (n + sub_group - 1) / sub_group;
+  const auto on_device = static_cast<int64_t>((1.0 - zero_.offload_optimizer.ratio) *
+                                              static_cast<double>(sub_groups));
+  const int64_t target = std::min(n, on_device * sub_group);
+  device_units_ = 0;
+  split_ = 0;
+  while (split_ < target && device_units_ < layout_.units().size()) {
+    const UnitPartition& part = layout_.unit(device_units_++);
+    split_ = part.partition_offset + part.shard_numel;
+  }
+  if (split_ == 0) return;
+  master_device_ = backend_.empty({split_}, DType::kF32, MemoryCategory::kOptimizer);
+  backend_.copy(master_device_, master_.view(0, {split_}));
+  grads_device_ = backend_.zeros({split_}, DType::kF32, MemoryCategory::kGrads);
+  for (const backend::ParamSegment& segment : layout_.segments()) {
+    if (segment.offset < split_) {
+      device_segments_.push_back(segment);
+    } else {
+      backend::ParamSegment shifted = segment;
+      shifted.offset -= split_;
+      host_segments_.push_back(shifted);
+    }
   }
 }
 
@@ -382,6 +418,8 @@ void ZeroStage::reduce_on_host(double scale, Tensor& squared_norm) {
   const double post_scale = scale / reduction_.prescale;
   if (post_scale != 1.0) host.scale(host_grads_, post_scale);
   update_grads_f32_ = host_grads_;
+  // Partial offload: the device part's gradients go back up for its update on the device.
+  if (split_ > 0) backend_.copy_from_host(grads_device_, host_grads_.raw_data());
   Tensor norm = host.zeros({1}, DType::kF64, MemoryCategory::kWorkspace);
   host.sum_squares(norm, host_grads_, false);
   backend_.copy_from_host(squared_norm, norm.raw_data());
@@ -413,6 +451,11 @@ std::vector<std::string> ZeroStage::nonfinite_gradient_names(size_t limit) const
 
 Tensor& ZeroStage::update_params() {
   if (stage_ == 0 && !precision_.mixed()) return model_.flat_params();
+  if (split_ > 0 && master_host_stale_) {
+    // Partial offload: the device part's master weights, mirrored into the host partition.
+    backend_.copy_to_host(master_.raw_data(), master_device_);
+    master_host_stale_ = false;
+  }
   if (master_.dtype() == DType::kF32) return master_;
   if (!master_f32_.defined()) {
     master_f32_ = backend_.empty({master_.numel()}, DType::kF32, MemoryCategory::kWorkspace);
@@ -486,9 +529,22 @@ void ZeroStage::publish_parameters(int64_t step) {
   if (master_f32_.defined()) commit_master(step);
   const bool mixed = precision_.mixed();
   if (stage_ == 3) {
-    if (host_backend_) {
+    if (split_ > 0) {
+      if (master_device_stale_) {  // a checkpoint was loaded into update_params()
+        backend_.copy_from_host(master_device_, master_.raw_data());
+        master_device_stale_ = false;
+      }
+      const size_t units = layout_.units().size();
+      partition_store_->write(0, device_units_ - 1, master_device_);  // rounds to the dtype
+      if (device_units_ < units) {
+        const Tensor& host = host_partition_in(precision_.param);
+        partition_store_->write_from_host(device_units_, units - 1,
+                                          host.view(split_, {host.numel() - split_}));
+      }
+    } else if (host_backend_) {
       // The CPU step's result goes to the partition's tier straight from host memory.
-      partition_store_->write_from_host(host_partition_in(precision_.param));
+      partition_store_->write_from_host(0, layout_.units().size() - 1,
+                                        host_partition_in(precision_.param));
     } else {
       partition_store_->write(0, layout_.units().size() - 1, master_);  // rounds to the dtype
     }

@@ -124,6 +124,25 @@ class ZeroStage final : public model::UnitObserver {
   Tensor& offload_param_copy() { return host_param_copy_; }
   void offloaded_step_done() { host_param_copy_fresh_ = true; }
   std::span<const backend::ParamSegment> update_segments() const;
+
+  // ---- partial optimizer offload (offload_optimizer.ratio < 1, stage 3 only) --------------
+  // Partition elements [0, device_update_numel()) - whole units, DeepSpeed's first sub-groups -
+  // keep their f32 master weights on the device and update there (device_master(),
+  // device_grads() after reduce_gradients(), device_segments()); the rest update on the host:
+  // host_master(), host_grads(), host_segments() (offsets relative to the split). The host
+  // partition buffers stay full-length so checkpoints see one partition: update_params()
+  // first mirrors the device part into it, and a loader that wrote into update_params() calls
+  // update_params_written() so publish_parameters() uploads it. device_part_updated() after
+  // each device update.
+  int64_t device_update_numel() const { return split_; }
+  Tensor& device_master() { return master_device_; }
+  Tensor& device_grads() { return grads_device_; }
+  std::span<const backend::ParamSegment> device_segments() const { return device_segments_; }
+  std::span<const backend::ParamSegment> host_segments() const { return host_segments_; }
+  Tensor host_master() { return master_.view(split_, {master_.numel() - split_}); }
+  Tensor host_grads() { return host_grads_.view(split_, {host_grads_.numel() - split_}); }
+  void device_part_updated() { master_host_stale_ = split_ > 0; }
+  void update_params_written() { master_device_stale_ = split_ > 0; }
   int64_t update_numel() const;
   // After the optimizer step: commits update_params() to bf16 master weights when they are
   // bf16 (stochastic rounding draws its bits from `step`, the optimizer step number) and makes
@@ -173,6 +192,9 @@ class ZeroStage final : public model::UnitObserver {
   // moves master_ to host memory.
   void create_host_backend();
   void offload_master();
+  // Partial offload (constructor, before master_ moves to the host): the split and the device
+  // part's buffers.
+  void keep_device_part();
   // Where the stage-2/3 gradient partition lives: the host under optimizer offload.
   backend::Backend& grads_backend() const { return host_backend_ ? *host_backend_ : backend_; }
   // reduce_gradients() at stages 2-3 under optimizer offload.
@@ -213,6 +235,14 @@ class ZeroStage final : public model::UnitObserver {
   Tensor host_grads_;           // offload: the f32 gradient partition on the host
   Tensor host_param_copy_;      // offload with 16-bit parameters: the partition's 16-bit copy
   bool host_param_copy_fresh_ = false;
+  int64_t split_ = 0;              // partial offload: elements updated on the device
+  size_t device_units_ = 0;        // ... which are the first device_units_ units' shards
+  Tensor master_device_;           // f32 [split_] on the device
+  Tensor grads_device_;            // f32 [split_] on the device
+  std::vector<backend::ParamSegment> device_segments_;
+  std::vector<backend::ParamSegment> host_segments_;
+  bool master_host_stale_ = false;    // master_[0, split_) older than master_device_
+  bool master_device_stale_ = false;  // master_device_ older than master_[0, split_)
   std::unique_ptr<ParameterFetcher> fetcher_;
   bool in_training_pass_ = false;
   bool poison_next_reduction_ = false;

@@ -113,10 +113,10 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
        "zero_optimization.contiguous_gradients"},
       {R"("zero_optimization": {"stage": 2, "round_robin_gradients": true})",
        "zero_optimization.round_robin_gradients"},
-      // Optimizer offload to CPU memory or NVMe runs; only partly, not yet.
+      // Optimizer offload to CPU memory or NVMe runs, partly (ratio) to CPU memory; not to NVMe.
       {R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "super_offload": true}})",
        "zero_optimization.offload_optimizer.super_offload"},
-      {R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})",
+      {R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/x", "ratio": 0.5}})",
        "zero_optimization.offload_optimizer.ratio"},
       {R"("zero_optimization": {"zero_quantized_weights": true})",
        "zero_optimization.zero_quantized_weights"},

@@ -213,7 +213,7 @@ TEST_P(PartitionStoreTiers, EveryTierStoresTheSameBits) {
         // write_from_host: the stored dtype's bits from host memory, equal to write().
         Tensor host = Tensor::zeros_host({n}, dtype);
         std::memcpy(host.raw_data(), second_bits.data(), second_bits.size());
-        store->write_from_host(host);
+        store->write_from_host(0, layout.units().size() - 1, host);
         expect_reads(*backend, *store, second_bits, label + " after write_from_host");
         // Read-ahead is only a hint: reads after it are the same.
         for (size_t u = 0; u < units; ++u) store->prefetch(u);
