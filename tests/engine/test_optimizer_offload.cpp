@@ -60,12 +60,12 @@ class OptimizerOffload : public ::testing::TestWithParam<std::tuple<int, bool>> 
 TEST_P(OptimizerOffload, BitIdenticalToTheDeviceStep) {
   const auto [stage, bf16] = GetParam();
   backend::CpuBackend cpu;
-  const Result reference = train(cpu, offload_settings(stage, bf16, false), 4);
-  const Result offloaded = train(cpu, offload_settings(stage, bf16, true), 4);
+  const Result reference = train(cpu, offload_settings(stage, bf16, false), 10);
+  const Result offloaded = train(cpu, offload_settings(stage, bf16, true), 10);
   EXPECT_EQ(reference.losses, offloaded.losses);
   EXPECT_EQ(reference.params, offloaded.params);
   backend::SimulatedDeviceBackend sim;
-  const Result from_device = train(sim, offload_settings(stage, bf16, true, stage != 2), 4);
+  const Result from_device = train(sim, offload_settings(stage, bf16, true, stage != 2), 10);
   EXPECT_EQ(reference.losses, from_device.losses);
   EXPECT_EQ(reference.params, from_device.params);
 }
@@ -160,8 +160,8 @@ class NvmeOffload : public ::testing::TestWithParam<std::tuple<int, bool>> {
 TEST_P(NvmeOffload, BitIdenticalToOffloadToMemory) {
   const auto [stage, pipelined] = GetParam();
   backend::CpuBackend cpu;
-  const Result memory = train(cpu, offload_settings(stage, true, true), 4);
-  const Result nvme = train(cpu, nvme_settings(stage, pipelined), 4);
+  const Result memory = train(cpu, offload_settings(stage, true, true), 10);
+  const Result nvme = train(cpu, nvme_settings(stage, pipelined), 10);
   EXPECT_EQ(memory.losses, nvme.losses);
   EXPECT_EQ(memory.params, nvme.params);
 }
