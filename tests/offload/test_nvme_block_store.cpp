@@ -62,7 +62,9 @@ std::vector<char> pattern(int64_t bytes, int64_t block, int seed) {
 void expect_block(NvmeBlockStore& store, int64_t block, const std::vector<char>& expected) {
   const void* bytes = store.acquire(block);
   ASSERT_NE(bytes, nullptr);
-  EXPECT_EQ(std::memcmp(bytes, expected.data(), expected.size()), 0) << "block " << block;
+  if (!expected.empty()) {  // an empty vector's data() may be null
+    EXPECT_EQ(std::memcmp(bytes, expected.data(), expected.size()), 0) << "block " << block;
+  }
   store.release(block);
 }
 
@@ -114,7 +116,8 @@ TEST_P(NvmeBlockRoundTrip, OddSizesComeBackWhole) {
   // The same bytes through fill_for_write + submit_write (no copy from the caller).
   for (size_t b = 0; b < kOddBlocks.size(); ++b) {
     const std::vector<char> next = pattern(kOddBlocks[b], static_cast<int64_t>(b), 2);
-    std::memcpy(store.fill_for_write(static_cast<int64_t>(b)), next.data(), next.size());
+    void* target = store.fill_for_write(static_cast<int64_t>(b));
+    if (!next.empty()) std::memcpy(target, next.data(), next.size());
     store.submit_write(static_cast<int64_t>(b));
   }
   store.flush();
