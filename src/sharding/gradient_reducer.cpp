@@ -1,6 +1,7 @@
 #include "sharding/gradient_reducer.h"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "core/check.h"
 #include "sharding/dtype_ops.h"
@@ -77,6 +78,20 @@ void GradientReducer::add(size_t u, const Tensor& unit_grad, Tensor& partition_g
   open_.emplace_back(u, unit_grad);
   open_elements_ += layout_.unit(u).padded_numel;
   if (open_elements_ >= bucket_elements_) launch(partition_grads);
+  complete_finished(partition_grads);
+}
+
+void GradientReducer::complete_finished(Tensor& partition_grads) {
+  // Buckets whose reduction already finished are taken in while backward goes on: their staging
+  // buffers are freed early and, under offload, their download overlaps the remaining backward.
+  // Each bucket has its own range of the partition, so the order of completion cannot change a
+  // bit; oldest first keeps it simple.
+  size_t done = 0;
+  while (done < in_flight_.size() && in_flight_[done].work->is_completed()) {
+    complete(in_flight_[done], partition_grads);
+    ++done;
+  }
+  in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 void GradientReducer::launch(Tensor& partition_grads) {

@@ -5,7 +5,7 @@
 // A bucket is packed rank-major (every unit's shard r, then shard r+1, ...) into one staging
 // buffer, so one reduce_scatter hands each rank a contiguous slice of its partition. With
 // `overlap` the reduce_scatter runs asynchronously while the caller continues its backward;
-// flush() waits. Staging buffers are accounted as MemoryCategory::kComm.
+// buckets found finished at a later add() are taken in then, the rest by flush(), which waits. Staging buffers are accounted as MemoryCategory::kComm.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -62,6 +62,8 @@ class GradientReducer {
   };
   void launch(Tensor& partition_grads);
   void complete(InFlight& op, Tensor& partition_grads);
+  // Completes the oldest in-flight buckets that have finished, without waiting.
+  void complete_finished(Tensor& partition_grads);
 
   backend::Backend& backend_;
   comm::Comm& comm_;
