@@ -8,8 +8,9 @@
 //
 // Built since: prescale_gradients, gradient_predivide_factor, zero_optimization.reduce_scatter
 // false, the csv_monitor and tensorboard monitors, every activation_checkpointing key
-// (model/activation_checkpointer.h).
-// Not gated on purpose: the aio section (only NVMe offload reads it, and NVMe offload is gated),
+// (model/activation_checkpointer.h), optimizer and parameter offload to CPU memory and NVMe
+// (partial optimizer offload, ratio < 1, to CPU memory), pipeline and tensor parallelism.
+// Not gated on purpose: the aio section (only NVMe offload reads it),
 // ZeRO tuning knobs that only change memory or speed (bucket sizes, overlap_comm and stage3_*
 // are all honoured; sub_group_size and stage3_gather_16bit_weights_on_model_save need nothing:
 // the optimizer updates one partition at a time and every checkpoint consolidates with `zero
