@@ -21,6 +21,7 @@
 #include "comm/self_comm.h"
 #include "comm/world.h"
 #include "core/error.h"
+#include "engine/ulysses_comparison.h"
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
@@ -66,38 +67,6 @@ void expect_close(double got, double want, const std::string& what) {
   EXPECT_LE(std::abs(got - want), kRelative * std::abs(want)) << what << ": " << got << " vs " << want;
 }
 
-// Parameters: each element within 1e-5 of the reference relative to its magnitude, floored at
-// 0.02 (the initialisation's standard deviation): Adam turns a gradient's relative rounding
-// difference d into a parameter difference of about lr x steps x d whatever the parameter's
-// size, so elements passing near zero are compared at the scale of the weights. Skipped:
-// GPT-2's key biases. Their gradient is exactly zero in exact arithmetic (softmax does not
-// change when every key's score moves by the same q.b_k), so what they receive is rounding
-// noise that Adam scales up to lr-sized steps; it differs even between two one-rank runs whose
-// buffers sit at different addresses (vectorized sums peel differently).
-void expect_params_close(model::Model& model, const std::vector<float>& got,
-                         const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  std::vector<bool> skip(got.size(), false);
-  const model::TransformerConfig& c = *model.config();
-  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    model::Parameter* bias =
-        model.find_parameter("transformer.h." + std::to_string(layer) + ".attn.c_attn.bias");
-    if (bias == nullptr) continue;
-    for (int64_t i = c.q_dim(); i < c.q_dim() + c.kv_dim(); ++i) {
-      skip[static_cast<size_t>(bias->flat_offset + i)] = true;
-    }
-  }
-  size_t bad = 0;
-  double worst = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (skip[i]) continue;
-    const double scale = std::max(std::abs(static_cast<double>(want[i])), 0.02);
-    const double rel = std::abs(static_cast<double>(got[i]) - want[i]) / scale;
-    worst = std::max(worst, rel);
-    if (rel > kRelative) ++bad;
-  }
-  EXPECT_EQ(bad, 0u) << "worst relative difference " << worst;
-}
 
 struct Layout {
   int sp = 1;
@@ -135,7 +104,7 @@ TEST_P(UlyssesEquivalence, MatchesOneRank) {
           layout.dp;
       expect_close(mean, want.losses[step], "step " + std::to_string(step) + " loss");
     }
-    expect_params_close(engine.model(), got.params, want.params);
+    expect_params_close(engine.model(), got.params, want.params, kRelative);
   }
 }
 
@@ -181,7 +150,7 @@ TEST(UlyssesIgnoredLabels, AcrossAShardBoundaryGiveTheOneRankLoss) {
     engine.backward();
     engine.step();
     expect_params_close(engine.model(), to_vector(engine.gather_parameters()),
-                        to_vector(one.gather_parameters()));
+                        to_vector(one.gather_parameters()), kRelative);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "engine/data_sources.h"
 #include "engine/masked_corpus.h"
 #include "engine/sequence_shard.h"
+#include "engine/ulysses_comparison.h"
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
@@ -112,32 +113,6 @@ struct Coverage {
   }
 };
 
-void expect_params_close(model::Model& model, const std::vector<float>& got,
-                         const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  // GPT-2's key biases have an exactly-zero gradient, so they receive rounding noise only; see
-  // mpi_test_ulysses.cpp.
-  std::vector<bool> skip(got.size(), false);
-  const model::TransformerConfig& c = *model.config();
-  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    model::Parameter* bias =
-        model.find_parameter("transformer.h." + std::to_string(layer) + ".attn.c_attn.bias");
-    if (bias == nullptr) continue;
-    for (int64_t i = c.q_dim(); i < c.q_dim() + c.kv_dim(); ++i) {
-      skip[static_cast<size_t>(bias->flat_offset + i)] = true;
-    }
-  }
-  size_t bad = 0;
-  double worst = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (skip[i]) continue;
-    const double scale = std::max(std::abs(static_cast<double>(want[i])), 0.02);
-    const double rel = std::abs(static_cast<double>(got[i]) - want[i]) / scale;
-    worst = std::max(worst, rel);
-    if (rel > kRelative) ++bad;
-  }
-  EXPECT_EQ(bad, 0u) << "worst relative difference " << worst;
-}
 
 struct Layout {
   int sp = 1;
@@ -180,7 +155,7 @@ TEST_P(UlyssesMasked, SequenceParallelGivesTheOneRankLosses) {
       EXPECT_LE(std::abs(loss - want), kRelative * std::abs(want))
           << "step " << step << ": " << loss << " vs " << want;
     }
-    expect_params_close(engine.model(), to_vector(engine.gather_parameters()), reference.params);
+    expect_params_close(engine.model(), to_vector(engine.gather_parameters()), reference.params, kRelative);
     // Every case was met by some replica.
     auto met = [&](bool local) {
       return world.all_reduce_scalar(local ? 1.0 : 0.0, comm::ReduceOp::kMax) > 0.0;
