@@ -60,6 +60,16 @@ ModelStateMemory stage3(const EstimateShape& s, const ZeroOptions& o) {
   const int64_t n = s.total_gpus();
   const int64_t gathered_layer = mul({kFp32Bytes, s.largest_layer_params});
   ModelStateMemory m;
+  if (o.offload_optimizer == OffloadDevice::kNone && o.offload_param != OffloadDevice::kNone) {
+    // Parameters offloaded, optimizer on the GPU (no DeepSpeed row): the no-offload figure
+    // without the fp16 parameters, which live on the host or NVMe instead.
+    m.gpu_bytes = add(gathered_layer, mul({kAllStates - kFp16Params, s.total_params}) / n);
+    const bool nvme = o.offload_param == OffloadDevice::kNvme;
+    const double on_host = nvme ? 0.0 : static_cast<double>(kFp16Params) * gf;
+    m.cpu_bytes = host_bytes(p, o.zero_init ? on_host : std::max(4.0 * gpn, on_host), abf);
+    m.nvme_bytes = nvme ? host_bytes(p, static_cast<double>(kFp16Params), gf) : 0;
+    return m;
+  }
   if (o.offload_optimizer == OffloadDevice::kNone) {
     m.gpu_bytes = add(gathered_layer, mul({kAllStates, s.total_params}) / n);
     m.cpu_bytes = o.zero_init ? host_bytes(static_cast<double>(s.largest_layer_params),
@@ -104,11 +114,6 @@ void validate_options(const ZeroOptions& o) {
   }
   if (o.stage < 3 && param_offloaded) {
     throw ConfigError("offload_param needs ZeRO stage 3 (stages 1 and 2 keep all parameters on the GPU)");
-  }
-  if (param_offloaded && !optimizer_offloaded) {
-    throw ConfigError(
-        "offload_param without offload_optimizer has no estimate (DeepSpeed's estimator has no "
-        "such row): offload the optimizer too");
   }
   if (o.stage < 3 && (o.offload_optimizer == OffloadDevice::kNvme)) {
     throw ConfigError("nvme offload needs ZeRO stage 3 (ZeRO-Infinity); use cpu at stage " +
@@ -163,7 +168,12 @@ std::vector<ZeroOptions> estimator_rows(std::optional<int> stage,
                                                 {D::kCpu, D::kNvme},  {D::kNvme, D::kNone}}
                 : std::vector<std::pair<D, D>>{{D::kCpu, D::kCpu}, {D::kCpu, D::kNone},
                                                 {D::kNone, D::kNone}};
-  for (const auto& [opt, param] : stage3_combos) {
+  // Parameters offloaded with the optimizer on the GPU: listed only when asked for.
+  std::vector<std::pair<D, D>> combos = stage3_combos;
+  if (offload_optimizer == D::kNone && offload_param && *offload_param != D::kNone) {
+    combos.emplace_back(D::kNone, *offload_param);
+  }
+  for (const auto& [opt, param] : combos) {
     for (bool zero_init : {true, false}) all.push_back({3, opt, param, zero_init});
   }
   std::vector<ZeroOptions> rows;

@@ -16,6 +16,8 @@
 //   stage 3, both cpu     GPU LL                CPU 18P * gf * abf        (DeepSpeed, zero_init)
 //   stage 3, optim cpu    GPU LL + 2P/N         CPU 16P * gf * abf        (DeepSpeed, zero_init)
 //   stage 3, no offload   GPU LL + 18P/N        CPU 4 * largest * gpn * abf (DeepSpeed, zero_init)
+//   stage 3, params only  GPU LL + 16P/N        CPU 2P * gf * abf  (no DeepSpeed row: the no-
+//                         offload figure with the fp16 params on the host; NVMe: 2P on disk)
 //   stage 3 without zero_init: CPU P * max(4 * gpn, X * gf) * abf for X = 18 / 16, and
 //   4P * gpn * abf without offload (every process first builds the whole fp32 model).
 //
@@ -74,9 +76,8 @@ struct ModelStateMemory {
   int64_t nvme_bytes = 0;  // per node
 };
 
-// Throws ConfigError for a combination DeepSpeed cannot run or its estimators have no row for
-// (offload at stage 0, param offload below stage 3 or without optimizer offload, NVMe below
-// stage 3, a stage outside 0-3).
+// Throws ConfigError for a combination DeepSpeed cannot run (offload at stage 0, param offload
+// below stage 3, NVMe below stage 3, a stage outside 0-3).
 void validate_options(const ZeroOptions& options);
 
 // Model-state memory of `options` for `shape` (validates both).

@@ -137,8 +137,6 @@ TEST(ZeroEstimate, BadFlagsExitWithTwoAndNameTheFlag) {
       {"--params 7B", "--largest-layer-params N is needed for the ZeRO-3 rows"},
       {"--params 7B --stage 0 --offload-optimizer cpu", "offload_optimizer needs ZeRO stage 1, 2 or 3"},
       {"--params 7B --stage 2 --offload-optimizer nvme", "nvme offload needs ZeRO stage 3"},
-      {"--params 7B --largest-layer-params 1B --offload-optimizer none --offload-param cpu",
-       "offload_param without offload_optimizer"},
       {"--params 7B --stage 2 --micro-batch 4 --seq-len 512", "needs the model's shape: pass --model"},
       {"--model llama-1b --micro-batch 4", "--seq-len N is needed"},
       {"--model no-such-model", "unknown model preset \"no-such-model\""},
