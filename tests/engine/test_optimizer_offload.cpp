@@ -34,25 +34,12 @@ EngineSettings offload_settings(int stage, bool bf16, bool offload, bool pin = t
   return s;
 }
 
-std::function<model::Batch()> batches(int64_t step) {
-  auto index = std::make_shared<int64_t>(0);
-  return [=] { return batch_for(step, (*index)++, 2, kSeqLen, 41); };
-}
+std::function<model::Batch()> batches(int64_t step) { return step_batches(step, 2, kSeqLen, 41); }
 
-struct Result {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
+using Result = TrainedRun;
 
 Result train(backend::Backend& backend, const EngineSettings& settings, int steps) {
-  comm::SelfComm comm;
-  Engine engine(small_model("llama", backend), settings, comm);
-  Result r;
-  for (int step = 0; step < steps; ++step) r.losses.push_back(engine.train_batch(batches(step)));
-  Tensor full = engine.gather_parameters();
-  r.params.resize(static_cast<size_t>(full.numel()));
-  backend.copy_to_host(r.params.data(), full);
-  return r;
+  return train_one_rank(small_model("llama", backend), settings, steps, kSeqLen);
 }
 
 class OptimizerOffload : public ::testing::TestWithParam<std::tuple<int, bool>> {};

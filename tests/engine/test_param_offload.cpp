@@ -21,34 +21,23 @@
 #include "comm/self_comm.h"
 #include "core/error.h"
 #include "engine/zero_harness.h"
+#include "offload/aio_test_support.h"
 
 namespace zero::engine {
 namespace {
 using namespace zero_test;
 using config::OffloadDevice;
+using offload::testing::scribble;
 
 constexpr int64_t kSeqLen = 8;
 constexpr int kSteps = 10;
 
-std::function<model::Batch()> batches(int64_t step) {
-  auto index = std::make_shared<int64_t>(0);
-  return [=] { return batch_for(step, (*index)++, 2, kSeqLen, 41); };
-}
+std::function<model::Batch()> batches(int64_t step) { return step_batches(step, 2, kSeqLen, 41); }
 
-struct Result {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
+using Result = TrainedRun;
 
 Result train(backend::Backend& backend, const EngineSettings& settings, int steps) {
-  comm::SelfComm comm;
-  Engine engine(small_model("llama", backend), settings, comm);
-  Result r;
-  for (int step = 0; step < steps; ++step) r.losses.push_back(engine.train_batch(batches(step)));
-  Tensor full = engine.gather_parameters();
-  r.params.resize(static_cast<size_t>(full.numel()));
-  backend.copy_to_host(r.params.data(), full);
-  return r;
+  return train_one_rank(small_model("llama", backend), settings, steps, kSeqLen);
 }
 
 class ParamOffload : public ::testing::Test {
@@ -182,16 +171,6 @@ TEST_F(ParamOffload, CheckpointsMoveBetweenOffloadedAndDeviceRuns) {
     second.load_checkpoint(ckpt.string());
     EXPECT_EQ(second.train_batch(batches(1)), expected) << "saved offloaded: " << save_offloaded;
   }
-}
-
-// Overwrites `bytes` bytes at `offset` of `path` (another process editing the swap file).
-void scribble(const std::filesystem::path& path, int64_t offset, int64_t bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  const std::vector<char> junk(static_cast<size_t>(bytes), 0x55);
-  ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), offset), bytes);
-  ::fsync(fd);
-  ::close(fd);
 }
 
 template <typename E>

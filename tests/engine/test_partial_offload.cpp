@@ -27,10 +27,7 @@ using config::OffloadDevice;
 
 constexpr int64_t kSeqLen = 8;
 
-std::function<model::Batch()> batches(int64_t step) {
-  auto index = std::make_shared<int64_t>(0);
-  return [=] { return batch_for(step, (*index)++, 2, kSeqLen, 41); };
-}
+std::function<model::Batch()> batches(int64_t step) { return step_batches(step, 2, kSeqLen, 41); }
 
 // ratio < 0: no optimizer offload.
 EngineSettings settings(bool bf16, double ratio, OffloadDevice params = OffloadDevice::kNone) {
@@ -46,20 +43,10 @@ EngineSettings settings(bool bf16, double ratio, OffloadDevice params = OffloadD
   return s;
 }
 
-struct Result {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
+using Result = TrainedRun;
 
-Result train(backend::Backend& backend, const EngineSettings& s, int steps) {
-  comm::SelfComm comm;
-  Engine engine(small_model("llama", backend), s, comm);
-  Result r;
-  for (int step = 0; step < steps; ++step) r.losses.push_back(engine.train_batch(batches(step)));
-  Tensor full = engine.gather_parameters();
-  r.params.resize(static_cast<size_t>(full.numel()));
-  backend.copy_to_host(r.params.data(), full);
-  return r;
+Result train(backend::Backend& backend, const EngineSettings& settings, int steps) {
+  return train_one_rank(small_model("llama", backend), settings, steps, kSeqLen);
 }
 
 TEST(PartialOffload, BitIdenticalToNoAndFullOffload) {

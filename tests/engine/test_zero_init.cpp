@@ -28,10 +28,6 @@ using config::OffloadDevice;
 constexpr int64_t kSeqLen = 8;
 constexpr uint64_t kSeed = 11;  // small_model's seed
 
-std::function<model::Batch()> batches(int64_t step, int64_t vocab = 37) {
-  auto index = std::make_shared<int64_t>(0);
-  return [=] { return batch_for(step, (*index)++, 2, kSeqLen, vocab); };
-}
 
 std::unique_ptr<model::Model> partitioned_model(const std::string& family, backend::Backend& backend) {
   const model::TransformerConfig config = small_config(family);
@@ -46,20 +42,10 @@ EngineSettings stage3(bool bf16, OffloadDevice params = OffloadDevice::kNone) {
   return s;
 }
 
-struct Result {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
+using Result = TrainedRun;
 
-Result train(backend::Backend& backend, std::unique_ptr<model::Model> net, const EngineSettings& s) {
-  comm::SelfComm comm;
-  Engine engine(std::move(net), s, comm);
-  Result r;
-  for (int step = 0; step < 6; ++step) r.losses.push_back(engine.train_batch(batches(step)));
-  Tensor full = engine.gather_parameters();
-  r.params.resize(static_cast<size_t>(full.numel()));
-  backend.copy_to_host(r.params.data(), full);
-  return r;
+Result train(std::unique_ptr<model::Model> net, const EngineSettings& s) {
+  return train_one_rank(std::move(net), s, 6, kSeqLen);
 }
 
 TEST(ZeroInit, TrainsLikeTheWholeModelPartitionedAfter) {
@@ -67,8 +53,8 @@ TEST(ZeroInit, TrainsLikeTheWholeModelPartitionedAfter) {
     for (const bool bf16 : {false, true}) {
       for (const OffloadDevice params : {OffloadDevice::kNone, OffloadDevice::kCpu}) {
         backend::CpuBackend cpu;
-        const Result whole = train(cpu, small_model(family, cpu), stage3(bf16, params));
-        const Result partitioned = train(cpu, partitioned_model(family, cpu), stage3(bf16, params));
+        const Result whole = train(small_model(family, cpu), stage3(bf16, params));
+        const Result partitioned = train(partitioned_model(family, cpu), stage3(bf16, params));
         EXPECT_EQ(partitioned.losses, whole.losses) << family << " bf16 " << bf16;
         EXPECT_EQ(partitioned.params, whole.params) << family << " bf16 " << bf16;
       }
@@ -80,20 +66,12 @@ TEST(ZeroInit, HuggingFaceFoldersTrainLikeTheWholeModelLoaded) {
   for (const std::string folder : {"tiny-gpt2", "tiny-llama"}) {
     const std::string dir = std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder;
     backend::CpuBackend cpu;
-    auto whole_net = model::load_hf_model(dir, cpu, DType::kF32);
-    const int64_t vocab = whole_net->config()->vocab_size;
-    comm::SelfComm comm;
-    std::vector<double> whole, partitioned;
-    {
-      Engine engine(std::move(whole_net), stage3(true, OffloadDevice::kCpu), comm);
-      for (int step = 0; step < 3; ++step) whole.push_back(engine.train_batch(batches(step, vocab)));
-    }
-    {
-      Engine engine(model::load_hf_model_partitioned(dir, cpu, DType::kF32),
-                    stage3(true, OffloadDevice::kCpu), comm);
-      for (int step = 0; step < 3; ++step) partitioned.push_back(engine.train_batch(batches(step, vocab)));
-    }
-    EXPECT_EQ(partitioned, whole) << folder;
+    const Result whole = train_one_rank(model::load_hf_model(dir, cpu, DType::kF32),
+                                        stage3(true, OffloadDevice::kCpu), 3, kSeqLen);
+    const Result partitioned = train_one_rank(model::load_hf_model_partitioned(dir, cpu, DType::kF32),
+                                              stage3(true, OffloadDevice::kCpu), 3, kSeqLen);
+    EXPECT_EQ(partitioned.losses, whole.losses) << folder;
+    EXPECT_EQ(partitioned.params, whole.params) << folder;
   }
 }
 

@@ -3,11 +3,13 @@
 // global micro-batch index), so a run at N ranks and a run at 1 rank see the same data.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "comm/self_comm.h"
 #include "engine/engine.h"
 #include "model/transformer_builder.h"
 
@@ -66,6 +68,38 @@ inline model::Batch batch_for(int64_t step, int64_t index, int64_t micro, int64_
     ids.data<int64_t>()[i] = static_cast<int64_t>(x % static_cast<uint64_t>(vocab));
   }
   return model::batch_from_input_ids(ids);
+}
+
+// A micro-batch source for Engine::train_batch at step `step`: batch_for(step, 0, ...),
+// batch_for(step, 1, ...), ... in order.
+inline std::function<model::Batch()> step_batches(int64_t step, int64_t micro, int64_t seq_len,
+                                                  int64_t vocab) {
+  auto index = std::make_shared<int64_t>(0);
+  return [=] { return batch_for(step, (*index)++, micro, seq_len, vocab); };
+}
+
+// What a one-rank run gives: its step losses and its parameters gathered at the end.
+struct TrainedRun {
+  std::vector<double> losses;
+  std::vector<float> params;
+};
+
+// `steps` train_batch steps of a one-rank Engine on `net` (step_batches of the model's
+// vocabulary), then its parameters.
+inline TrainedRun train_one_rank(std::unique_ptr<model::Model> net, const EngineSettings& settings,
+                                 int steps, int64_t seq_len) {
+  backend::Backend& backend = net->backend();
+  const int64_t vocab = net->config()->vocab_size;
+  comm::SelfComm comm;
+  Engine engine(std::move(net), settings, comm);
+  TrainedRun r;
+  for (int step = 0; step < steps; ++step) {
+    r.losses.push_back(engine.train_batch(step_batches(step, settings.micro_batch_size, seq_len, vocab)));
+  }
+  Tensor full = engine.gather_parameters();
+  r.params.resize(static_cast<size_t>(full.numel()));
+  backend.copy_to_host(r.params.data(), full);
+  return r;
 }
 
 inline std::vector<float> to_vector(const Tensor& t) {

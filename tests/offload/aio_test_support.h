@@ -1,14 +1,19 @@
 // Helpers for the NVMe swap tests: scratch folders, aligned buffers, error expectations.
 #pragma once
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <typeinfo>
+#include <vector>
 
 #include "offload/aio_file.h"
 
@@ -67,6 +72,39 @@ struct RefuseDirectIo {
   ~RefuseDirectIo() { set_refuse_direct_io_for_testing(false); }
   RefuseDirectIo(const RefuseDirectIo&) = delete;
   RefuseDirectIo& operator=(const RefuseDirectIo&) = delete;
+};
+
+// Overwrites `bytes` bytes at `offset` of `path` with 0x3c (another process editing a swap file).
+inline void scribble(const std::filesystem::path& path, int64_t offset, int64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::vector<char> junk(static_cast<size_t>(bytes), 0x3c);
+  ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), offset), bytes);
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// A tmpfs of `size` mounted over a scratch folder for the life of the object (needs
+// CAP_SYS_ADMIN: `mounted()` is false where the test may not mount).
+class SmallTmpfs {
+ public:
+  explicit SmallTmpfs(const char* size) : dir_("full", std::filesystem::temp_directory_path()) {
+    mounted_ = ::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
+    if (!mounted_) error_ = std::strerror(errno);
+  }
+  ~SmallTmpfs() {
+    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
+  }
+  SmallTmpfs(const SmallTmpfs&) = delete;
+  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+  const std::filesystem::path& path() const { return dir_.path(); }
+
+ private:
+  ScratchDir dir_;
+  bool mounted_ = false;
+  std::string error_;
 };
 
 }  // namespace zero::offload::testing

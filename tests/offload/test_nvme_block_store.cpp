@@ -28,6 +28,8 @@ namespace zero::offload {
 namespace {
 
 using testing::expect_error;
+using testing::scribble;
+using testing::SmallTmpfs;
 using testing::RefuseDirectIo;
 using testing::ScratchDir;
 
@@ -70,16 +72,6 @@ void expect_block(NvmeBlockStore& store, int64_t block, const std::vector<char>&
 
 int64_t alignment_of(const NvmeBlockStore& store) {
   return probe_direct_io(store.file_path().parent_path()).alignment;  // cached: the store's value
-}
-
-// Overwrites `bytes` bytes at `offset` of `path` (another process editing the swap file).
-void scribble(const std::filesystem::path& path, int64_t offset, int64_t bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  const std::vector<char> junk(static_cast<size_t>(bytes), 0x3c);
-  ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), offset), bytes);
-  ::fsync(fd);
-  ::close(fd);
 }
 
 // Odd sizes: not multiples of the alignment, one byte, a zero-byte block, one exact multiple.
@@ -399,29 +391,6 @@ TEST(NvmeBlockStore, WithoutChecksumsAChangeGoesUnnoticed) {
   std::fill(expected.begin() + 10, expected.begin() + 14, static_cast<char>(0x3c));
   expect_block(store, 0, expected);
 }
-
-// A tmpfs of `size` mounted over a scratch folder for the life of the object (needs
-// CAP_SYS_ADMIN: `mounted()` is false where the test may not mount).
-class SmallTmpfs {
- public:
-  explicit SmallTmpfs(const char* size) : dir_("full", std::filesystem::temp_directory_path()) {
-    mounted_ = ::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
-    if (!mounted_) error_ = std::strerror(errno);
-  }
-  ~SmallTmpfs() {
-    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
-  }
-  SmallTmpfs(const SmallTmpfs&) = delete;
-  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-  const std::filesystem::path& path() const { return dir_.path(); }
-
- private:
-  ScratchDir dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
 
 TEST(NvmeBlockStore, FullDiskIsAFileErrorNamingTheFile) {
   SmallTmpfs disk("256k");

@@ -25,6 +25,8 @@ namespace zero::offload {
 namespace {
 
 using testing::expect_error;
+using testing::scribble;
+using testing::SmallTmpfs;
 using testing::RefuseDirectIo;
 using testing::ScratchDir;
 
@@ -315,16 +317,6 @@ TEST(NvmeSwapStore, TruncatedFileIsAFileErrorNamingIt) {
   store.read_all("exp_avg", back);
 }
 
-// Overwrites `bytes` bytes at `offset` of `path` with 0x77 (another process editing the file).
-void scribble(const std::filesystem::path& path, int64_t offset, int64_t bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  const std::vector<char> junk(static_cast<size_t>(bytes), 0x77);
-  ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), offset), bytes);
-  ::fsync(fd);
-  ::close(fd);
-}
-
 TEST(NvmeSwapStore, BlockAlteredOnDiskIsAFileErrorNamingIt) {
   ScratchDir dir("altered");
   CpuAllocator pinned;
@@ -363,29 +355,6 @@ TEST(NvmeSwapStore, ChecksumsCanBeTurnedOff) {
   EXPECT_NE(back[0], initial(2000, 1)[0]);
   EXPECT_EQ(back[1], initial(2000, 1)[1]);
 }
-
-// A tmpfs of `size` mounted over a scratch folder for the life of the object (needs
-// CAP_SYS_ADMIN: `mounted()` is false where the test may not mount).
-class SmallTmpfs {
- public:
-  explicit SmallTmpfs(const char* size) : dir_("full", std::filesystem::temp_directory_path()) {
-    mounted_ = ::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
-    if (!mounted_) error_ = std::strerror(errno);
-  }
-  ~SmallTmpfs() {
-    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
-  }
-  SmallTmpfs(const SmallTmpfs&) = delete;
-  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-  const std::filesystem::path& path() const { return dir_.path(); }
-
- private:
-  ScratchDir dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
 
 TEST(NvmeSwapStore, FullDiskIsAFileErrorNamingTheFile) {
   SmallTmpfs disk("256k");
