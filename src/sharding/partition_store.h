@@ -8,7 +8,8 @@
 //   nvme   (offload_param {device: nvme}, ZeRO-Infinity): the first units, as many as fit in
 //          max_in_cpu elements, stay in host memory; every other unit's shard is a block of a
 //          swap file under nvme_path (offload/nvme_block_store.h), read ahead into one of
-//          buffer_count pinned buffers of buffer_size elements and uploaded from there.
+//          buffer_count pinned buffers (each the largest shard, at most buffer_size elements)
+//          and uploaded from there.
 //
 // So the device never holds the partition with offload_param: only the units being gathered.
 // The values are the same bits in every tier (the stored dtype is the same), which is what makes
