@@ -24,7 +24,6 @@ namespace zero::model {
 namespace fs = std::filesystem;
 using hf::hf_shape;
 using hf::hf_shape_of;
-using hf::is_known_buffer;
 using hf::reject_non_finite;
 using hf::transposed_host;
 using hf::WeightIndex;

@@ -434,7 +434,8 @@ std::vector<std::string> ZeroStage::nonfinite_gradient_names(size_t limit) const
     if (names.size() >= limit) return;
     if (!names.empty() && names.back() == p->spec.name) return;
     const Tensor piece = update_grads_f32_.view(offset, {count});
-    const bool on_host = host_backend_ && update_grads_f32_.raw_data() == host_grads_.raw_data();
+    // Stages 2-3 under offload reduce on the host (reduce_on_host).
+    const bool on_host = host_backend_ && stage_ >= 2;
     if (!std::isfinite((on_host ? *host_backend_ : backend_).squared_norm(piece))) {
       names.push_back(p->spec.name);
     }
