@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <chrono>
+
 #include "core/check.h"
 #include "core/error.h"
 
@@ -62,6 +64,27 @@ double Backend::read_scalar(const Tensor& x) {
   float value = 0.0f;
   copy_to_host(&value, x);
   return static_cast<double>(value);
+}
+
+namespace {
+// What the default timing events carry: the host clock when they were recorded.
+struct HostTimestamp {
+  std::chrono::steady_clock::time_point at;
+};
+}  // namespace
+
+Event Backend::record_timing_event(StreamKind stream) {
+  // A synchronous backend has finished everything enqueued before this call.
+  auto stamp = std::make_shared<HostTimestamp>(HostTimestamp{std::chrono::steady_clock::now()});
+  return Event(stream, 0, std::static_pointer_cast<void>(std::move(stamp)));
+}
+
+double Backend::elapsed_seconds(const Event& start, const Event& end) {
+  ZERO_CHECK(start.native() != nullptr && end.native() != nullptr,
+             "elapsed_seconds of an event that record_timing_event did not make");
+  const auto* from = static_cast<const HostTimestamp*>(start.native().get());
+  const auto* to = static_cast<const HostTimestamp*>(end.native().get());
+  return std::chrono::duration<double>(to->at - from->at).count();
 }
 
 double Backend::squared_norm(const Tensor& x) {

@@ -70,6 +70,16 @@ class Backend {
   // Blocks the host until `event` completed.
   virtual void synchronize_event(const Event& event) = 0;
 
+  // ---- timing (the kernel profiler, backend/profiling/) -----------------------------------------
+  // A timestamp at the current end of `stream`'s work, for elapsed_seconds() only (never pass it
+  // to wait_event). The default, for backends that run every op before returning (CPU,
+  // simulated device), reads the host clock; an asynchronous backend overrides both methods with
+  // device-timed events.
+  virtual Event record_timing_event(StreamKind stream);
+  // Seconds between two timing events of this backend (end after start); blocks the host until
+  // `end` completed. Throws ZERO_CHECK's error for events that record_timing_event did not make.
+  virtual double elapsed_seconds(const Event& start, const Event& end);
+
   // ---- counted host <-> device transfers -----------------------------------------------------
   // Whole contiguous tensor (nbytes() bytes). copy_from_host may return before the copy is done
   // on an asynchronous backend only when `src` stays valid until the stream reaches it; these

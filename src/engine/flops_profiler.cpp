@@ -1,22 +1,17 @@
 #include "engine/flops_profiler.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/writable_file.h"
 #include "model/model_flops.h"
 
 namespace zero::engine {
 namespace {
-
-namespace fs = std::filesystem;
 
 void require(bool ok, const std::string& key, const std::string& rule, const std::string& value) {
   if (!ok) {
@@ -45,20 +40,7 @@ void check_values(const config::FlopsProfilerConfig& c) {
 
 // The profile is written once, many steps into the run: find out now whether it can be.
 void check_output_file(const std::string& path) {
-  if (path.empty()) refuse_output_file(path, "the path is empty");
-  const fs::path file(path);
-  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) refuse_output_file(path, "cannot create its directory '" + dir.string() + "': " + error.message());
-  if (!fs::is_directory(dir, error)) {
-    refuse_output_file(path, "'" + dir.string() + "' is not a directory");
-  }
-  if (fs::is_directory(file, error)) refuse_output_file(path, "it is a directory");
-  // The atomic write creates a temporary file beside the target and renames it.
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    refuse_output_file(path, "directory '" + dir.string() + "': " + std::strerror(errno));
-  }
+  if (const auto reason = io::unwritable_file_reason(path)) refuse_output_file(path, *reason);
 }
 
 }  // namespace

@@ -200,6 +200,8 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                          {report_rank, world, s.micro_batch_size,
                           s.gradient_accumulation_steps, options.seq_len,
                           static_cast<int>(s.sequence_parallel_size)});
+  KernelProfileStep kernel_profile(options.kernel_profile, options.kernel_profiler, options.steps,
+                                   leader, !quiet);
   double flops_per_step = 0.0;
   if (engine.model().config()) {
     flops_per_step = model::training_flops(*engine.model().config(),
@@ -239,10 +241,12 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   while (engine.global_steps() < options.steps) {
     const int64_t samples_before_step = engine.global_samples();
     profiler.before_step(engine.global_steps());
+    kernel_profile.before_step(engine.global_steps());
     const double rank_loss =
         engine.train_batch([&] { return data.next(s.micro_batch_size, options.seq_len); });
     profiler.after_step();
     const double loss = rank_mean(engine, rank_loss);
+    kernel_profile.after_step();
     if (!std::isfinite(loss)) {
       throw Error("the training loss became " + std::to_string(loss) + " at step " +
                   std::to_string(engine.global_steps()) + "; lower the learning rate or check the data");
@@ -304,7 +308,12 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                                {"skipped_steps", engine.skipped_steps()},
                                {"grad_norm", engine.last_grad_norm()},
                                {"tokens_per_s", tokens_per_s},
+                               {"window_steps", window_steps},
+                               {"window_seconds", seconds},
+                               {"window_tokens", window_steps * tokens_per_step},
                                {"mfu", mfu},
+                               {"peak_flops", options.peak_flops},
+                               {"peak_flops_dtype", options.peak_flops_dtype},
                                {"memory_bytes", memory_json(mem)}};
         *log << line.dump() << "\n";
         log->flush();
@@ -332,6 +341,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
     }
   }
   profiler.finish(engine.global_steps());
+  kernel_profile.finish();
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   summary.steps = engine.global_steps();
   summary.tokens_per_second =

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "engine/kernel_profile_step.h"
 #include "engine/training_data.h"
 
 namespace zero::engine {
@@ -27,6 +28,11 @@ struct TrainerOptions {
   std::string log_json_path;     // empty: no JSON log
   bool quiet = false;            // no step lines (tests)
   double peak_flops = 0.0;       // FLOP/s of one rank that MFU divides by; <= 0: not reported
+  std::string peak_flops_dtype = "f32";  // the dtype it was measured in (engine/peak_flops.h)
+  // --profile-kernels: the per-kernel table of one step (engine/kernel_profile_step.h); needs
+  // the model's backend to be `kernel_profiler`.
+  KernelProfileRequest kernel_profile;
+  backend::ProfilingBackend* kernel_profiler = nullptr;
   // Test hook (ZERO_TEST_FAULT="RANK:STEP" on the command line): rank `fault_rank` throws after
   // finishing step `fault_step`, so tests can check that one failing rank brings the job down.
   int fault_rank = -1;

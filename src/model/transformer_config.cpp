@@ -405,6 +405,10 @@ TransformerConfig preset_config(std::string_view name) {
     c = gpt2_shape(50257, 1024, 1024, 24, 16);
   } else if (name == "llama-1b") {
     c = llama_shape(128256, 131072, 2048, 16, 32, 8, 8192, 500000.0, true);
+  } else if (name == "llama-1b-mha") {
+    // The GPU speed benchmark's Llama shape (bench/, issue 13): multi-head attention, a 32k
+    // Llama-2 vocabulary, untied head.
+    c = llama_shape(32000, 4096, 2048, 16, 16, 16, 5632, 10000.0, false);
   } else {
     std::string names;
     for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -416,7 +420,7 @@ TransformerConfig preset_config(std::string_view name) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-llama", "gpt2-124m", "gpt2-350m", "llama-1b"};
+  return {"tiny", "tiny-llama", "gpt2-124m", "gpt2-350m", "llama-1b", "llama-1b-mha"};
 }
 
 }  // namespace zero::model

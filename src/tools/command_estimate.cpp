@@ -184,7 +184,7 @@ int run_estimate(const Args& args) {
   ArgParser parser("estimate", flags);
   parser.option("params", "", "total parameters, e.g. 176B or 7e9 (or use --model)")
       .option("largest-layer-params", "", "parameters of the largest layer, e.g. 3.6B (ZeRO-3 needs it with --params)")
-      .option("model", "", "a Hugging Face model folder or a preset (tiny, tiny-llama, gpt2-124m, gpt2-350m, llama-1b)")
+      .option("model", "", "a Hugging Face model folder or a preset (tiny, tiny-llama, gpt2-124m, gpt2-350m, llama-1b, llama-1b-mha)")
       .option("gpus-per-node", "1", "GPUs per node")
       .option("nodes", "1", "number of nodes")
       .option("stage", "", "ZeRO stage 0-3 (default: all stages)")

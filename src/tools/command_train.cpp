@@ -181,7 +181,7 @@ int run_train(const Args& args) {
   ArgParser parser("train", args);
   parser.option("deepspeed", "", "DeepSpeed config, JSON or HJSON (default: a built-in config for the tiny run)")
       .option("strict-config", "false", "true: unknown config keys are errors instead of warnings")
-      .option("model", "tiny", "a Hugging Face model folder or a preset (tiny, tiny-llama, gpt2-124m, llama-1b)")
+      .option("model", "tiny", "a Hugging Face model folder or a preset (tiny, tiny-llama, gpt2-124m, gpt2-350m, llama-1b, llama-1b-mha)")
       .option("data", "synthetic", "token shards (.bin, comma-separated) or 'synthetic'")
       .option("eval-data", "", "token shards for evaluation (default: held-out synthetic samples when training on synthetic)")
       .option("eval-every", "0", "evaluate every N steps (0: at the end only)")
@@ -198,6 +198,9 @@ int run_train(const Args& args) {
               "tensor-parallel ranks (overrides tensor_parallel.autotp_size; default: the config, "
               "0 = 1): heads, MLP width and vocabulary split over them")
       .option("log-json", "", "append one JSON object per logged step to this file")
+      .option("profile-kernels", "0",
+              "print the per-kernel time table of this step (1-based, as step lines count; 0: none)")
+      .option("profile-kernels-json", "", "also write that table as JSON to this file (bench/ reads it)")
       .option("micro-batch", "", "train_micro_batch_size_per_gpu when \"auto\" or absent (Trainer default 8)")
       .option("grad-accum", "", "gradient_accumulation_steps when \"auto\" or absent (Trainer default 1)")
       .option("lr", "", "optimizer lr and scheduler warmup_max_lr when \"auto\" (Trainer default 5e-5)")
@@ -311,7 +314,9 @@ int run_train(const Args& args) {
   need.builds_partitioned = zero_init;
   engine::check_training_memory(shape, need);
 
-  TrainDevice train_device = open_train_device(parser.get("device"), comm);
+  const int64_t profile_kernels_step = parser.get_int("profile-kernels");
+  TrainDevice train_device =
+      open_train_device(parser.get("device"), comm, profile_kernels_step != 0);
   const std::unique_ptr<backend::Backend>& device = train_device.backend;
   comm::Comm& group = *train_device.group;
   // Ulysses sequence parallelism (the config's sequence_parallel_size): groups of sp
@@ -417,7 +422,13 @@ int run_train(const Args& args) {
   options.resume_dir = parser.get("resume");
   options.eval_every = parser.get_int("eval-every");
   options.log_json_path = parser.get("log-json");
-  options.peak_flops = engine::measure_matmul_peak_flops(*device);
+  const engine::MatmulPeak matmul_peak = engine::measure_matmul_peak(*device);
+  // Its matrices (384 MiB in bf16 on a GPU) are freed: the run's peak starts without them.
+  device->allocator().reset_peaks();
+  options.peak_flops = matmul_peak.flops_per_second;
+  options.peak_flops_dtype = dtype_name(matmul_peak.dtype);
+  options.kernel_profile = {profile_kernels_step, parser.get("profile-kernels-json")};
+  options.kernel_profiler = train_device.profiler;
   if (const char* fault = std::getenv("ZERO_TEST_FAULT")) {
     // Test hook: "RANK:STEP" makes that rank fail after that step (see TrainerOptions).
     long long step = -1;
@@ -496,8 +507,10 @@ int run_train(const Args& args) {
                 model::describe_shards(tiling.mlp_shards).c_str(), static_cast<long long>(logits_shards),
                 model::describe_shards(tiling.logits_shards).c_str());
   }
-  std::printf("MFU is relative to this machine's measured f32 matmul rate, %.1f GFLOP/s\n",
-              options.peak_flops / 1e9);
+  std::printf("MFU is relative to this device's measured %s matmul rate, %.1f GFLOP/s "
+              "(%lld^3 products)\n",
+              options.peak_flops_dtype.c_str(), options.peak_flops / 1e9,
+              static_cast<long long>(matmul_peak.size));
   const engine::TrainingSummary summary = engine::run_training(engine, *data, eval_data.get(), options);
 
   std::printf("\nsummary: %lld steps in %.1f s (%.0f tokens/s)\n", static_cast<long long>(summary.steps),

@@ -10,7 +10,8 @@
 
 namespace zero::tools {
 
-TrainDevice open_train_device(const std::string& device_name, comm::Comm& world) {
+TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
+                              bool profile_kernels) {
   std::string name = device_name;
   [[maybe_unused]] bool use_nccl = false;
 #if ZERO_HAVE_NCCL
@@ -30,6 +31,12 @@ TrainDevice open_train_device(const std::string& device_name, comm::Comm& world)
         std::make_unique<comm::NcclComm>(world, dynamic_cast<backend::CudaBackend&>(*out.backend));
   }
 #endif
+  if (profile_kernels) {
+    // NcclComm (above) keeps the CUDA backend itself; everything else sees the wrapper.
+    auto profiler = std::make_unique<backend::ProfilingBackend>(std::move(out.backend));
+    out.profiler = profiler.get();
+    out.backend = std::move(profiler);
+  }
   if (!out.device_group && !out.backend->device().is_cpu()) {
     // At world size 1 the group's copies are the device backend's.
     if (world.world_size() > 1) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/profiling/profiling_backend.h"
 #include "comm/comm.h"
 
 namespace zero::tools {
@@ -19,10 +20,14 @@ struct TrainDevice {
   std::unique_ptr<comm::Comm> device_group;
   // The communicator training uses: device_group, else `world`.
   comm::Comm* group = nullptr;
+  // With profile_kernels: `backend` is a ProfilingBackend over the device's backend (this
+  // points at it), so the communicators' copies are profiled too; null otherwise.
+  backend::ProfilingBackend* profiler = nullptr;
 };
 
 // Collective over `world` (the NCCL choice is agreed by all ranks). `world` must outlive the
 // result. Throws the backend factory's errors for an unknown or unavailable device.
-TrainDevice open_train_device(const std::string& device_name, comm::Comm& world);
+TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
+                              bool profile_kernels = false);
 
 }  // namespace zero::tools

@@ -245,6 +245,25 @@ void CudaBackend::synchronize_event(const Event& event) {
   ZERO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event.native().get())));
 }
 
+Event CudaBackend::record_timing_event(StreamKind stream) {
+  cudaEvent_t event = nullptr;
+  ZERO_CUDA_CHECK(cudaEventCreate(&event));  // timing on: the profiler's events only
+  std::shared_ptr<void> owner(event,
+                              [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+  ZERO_CUDA_CHECK(cudaEventRecord(event, this->stream(stream)));
+  return Event(stream, 0, std::move(owner));
+}
+
+double CudaBackend::elapsed_seconds(const Event& start, const Event& end) {
+  ZERO_CHECK(start.native() != nullptr && end.native() != nullptr,
+             "elapsed_seconds of an event that record_timing_event did not make");
+  const auto to = static_cast<cudaEvent_t>(end.native().get());
+  ZERO_CUDA_CHECK(cudaEventSynchronize(to));
+  float ms = 0.0f;
+  ZERO_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.native().get()), to));
+  return static_cast<double>(ms) * 1e-3;
+}
+
 void CudaBackend::do_synchronize() {
   ZERO_CUDA_CHECK(cudaDeviceSynchronize());
   fetch_kernel_errors(current());

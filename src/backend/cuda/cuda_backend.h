@@ -56,6 +56,9 @@ class CudaBackend final : public Backend {
   Event record_event(StreamKind stream) override;
   void wait_event(StreamKind waiter, const Event& event) override;
   void synchronize_event(const Event& event) override;
+  // Device-timed events (cudaEventElapsedTime): a kernel's time on its stream, not the host's.
+  Event record_timing_event(StreamKind stream) override;
+  double elapsed_seconds(const Event& start, const Event& end) override;
 
   void fill(Tensor& dst, double value) override;
   void copy(Tensor& dst, const Tensor& src) override;

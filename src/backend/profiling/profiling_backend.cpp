@@ -1,0 +1,333 @@
+#include "backend/profiling/profiling_backend.h"
+
+#include <initializer_list>
+#include <utility>
+
+#include "core/check.h"
+
+namespace zero::backend {
+
+namespace {
+
+// What a profiled call is filed under, and the FLOPs it did.
+struct CallDescription {
+  std::string shape;
+  DType dtype;
+  double flops = 0.0;
+};
+
+// "x[16384,768] w[2304,768]": each named argument's shape (absent optional ones left out).
+std::string shapes(std::initializer_list<std::pair<const char*, const Tensor*>> args) {
+  std::string out;
+  for (const auto& [name, tensor] : args) {
+    if (tensor == nullptr) continue;
+    if (!out.empty()) out += ' ';
+    out += name;
+    out += '[';
+    for (int64_t d = 0; d < tensor->dim(); ++d) {
+      if (d > 0) out += ',';
+      out += std::to_string(tensor->size(d));
+    }
+    out += ']';
+  }
+  return out;
+}
+
+CallDescription elementwise(std::string shape, const Tensor& main) {
+  return {std::move(shape), main.dtype(), 0.0};
+}
+
+// x[N, in] @ w[out, in]^T: 2 FLOPs per multiply-add.
+double linear_flops(const Tensor& x, const Tensor& w) {
+  const double in = static_cast<double>(w.size(1));
+  const double rows = in > 0 ? static_cast<double>(x.numel()) / in : 0.0;
+  return 2.0 * rows * in * static_cast<double>(w.size(0));
+}
+
+// Score entries causal attention keeps for T queries over T keys: j <= i, and with a window
+// w > 0 also i - w < j.
+double kept_scores(int64_t t, int64_t window) {
+  const double tt = static_cast<double>(t);
+  if (window <= 0 || window >= t) return tt * (tt + 1.0) / 2.0;
+  const double w = static_cast<double>(window);
+  return w * (w + 1.0) / 2.0 + (tt - w) * w;
+}
+
+// QK^T and PV over the kept scores of q[B,T,H,D]: two products of head_dim MACs per score.
+double attention_forward_flops(const Tensor& q, int64_t window) {
+  const double batch_heads = static_cast<double>(q.size(0)) * static_cast<double>(q.size(2));
+  return 2.0 * 2.0 * static_cast<double>(q.size(3)) * batch_heads * kept_scores(q.size(1), window);
+}
+
+}  // namespace
+
+ProfilingBackend::ProfilingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {
+  ZERO_CHECK(inner_ != nullptr, "ProfilingBackend needs a backend to wrap");
+  set_current_stream(inner_->current_stream());
+}
+
+void ProfilingBackend::start_profile() {
+  pending_.clear();
+  profiling_ = true;
+}
+
+KernelProfile ProfilingBackend::stop_profile(int64_t step, double step_seconds) {
+  profiling_ = false;
+  KernelProfile profile;
+  profile.device = device().to_string();
+  profile.step = step;
+  profile.step_seconds = step_seconds;
+  for (const PendingCall& call : pending_) {
+    add_kernel_call(profile.records, call.op, call.shape, call.dtype,
+                    inner_->elapsed_seconds(call.start, call.end), call.flops);
+  }
+  pending_.clear();
+  finish_kernel_profile(profile);
+  return profile;
+}
+
+template <class Describe, class Op>
+void ProfilingBackend::timed(const char* op_name, Describe&& describe, Op&& op) {
+  if (!profiling_) {
+    op();
+    return;
+  }
+  Event start = inner_->record_timing_event(current_stream());
+  op();
+  Event end = inner_->record_timing_event(current_stream());
+  CallDescription d = describe();
+  pending_.push_back(PendingCall{op_name, std::move(d.shape), dtype_name(d.dtype), d.flops,
+                                 std::move(start), std::move(end)});
+}
+
+void ProfilingBackend::fill(Tensor& dst, double value) {
+  timed("fill", [&] { return elementwise(shapes({{"dst", &dst}}), dst); },
+        [&] { inner_->fill(dst, value); });
+}
+
+void ProfilingBackend::copy(Tensor& dst, const Tensor& src) {
+  timed("copy", [&] { return elementwise(shapes({{"dst", &dst}}) + " from " + dtype_name(src.dtype()), dst); },
+        [&] { inner_->copy(dst, src); });
+}
+
+void ProfilingBackend::stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
+                                                int64_t first_index) {
+  timed("stochastic_round_to_bf16", [&] { return elementwise(shapes({{"src", &src}}), src); },
+        [&] { inner_->stochastic_round_to_bf16(dst, src, seed, first_index); });
+}
+
+void ProfilingBackend::add(Tensor& y, const Tensor& x, double alpha) {
+  timed("add", [&] { return elementwise(shapes({{"y", &y}}), y); },
+        [&] { inner_->add(y, x, alpha); });
+}
+
+void ProfilingBackend::scale(Tensor& y, double alpha) {
+  timed("scale", [&] { return elementwise(shapes({{"y", &y}}), y); },
+        [&] { inner_->scale(y, alpha); });
+}
+
+void ProfilingBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
+                              bool transpose_b, double alpha, double beta) {
+  timed("matmul",
+        [&] {
+          const double k = static_cast<double>(transpose_a ? a.size(0) : a.size(1));
+          return CallDescription{shapes({{"a", &a}, {"b", &b}}) + (transpose_a ? " aT" : "") +
+                                     (transpose_b ? " bT" : ""),
+                                 a.dtype(), 2.0 * static_cast<double>(c.numel()) * k};
+        },
+        [&] { inner_->matmul(c, a, transpose_a, b, transpose_b, alpha, beta); });
+}
+
+void ProfilingBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w,
+                                      const Tensor* bias) {
+  timed("linear_forward",
+        [&] {
+          return CallDescription{shapes({{"x", &x}, {"w", &w}, {"bias", bias}}), x.dtype(),
+                                 linear_flops(x, w)};
+        },
+        [&] { inner_->linear_forward(y, x, w, bias); });
+}
+
+void ProfilingBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
+                                       const Tensor& x, const Tensor& w) {
+  timed(dx != nullptr ? "linear_backward" : "linear_backward (dw only)",
+        [&] {
+          return CallDescription{shapes({{"x", &x}, {"w", &w}, {"dbias", dbias}}), x.dtype(),
+                                 (dx != nullptr ? 2.0 : 1.0) * linear_flops(x, w)};
+        },
+        [&] { inner_->linear_backward(dx, dw, dbias, dy, x, w); });
+}
+
+void ProfilingBackend::embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
+                                         bool accumulate) {
+  timed("embedding_forward",
+        [&] { return elementwise(shapes({{"ids", &ids}, {"table", &table}}), table); },
+        [&] { inner_->embedding_forward(out, ids, table, accumulate); });
+}
+
+void ProfilingBackend::embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) {
+  timed("embedding_backward",
+        [&] { return elementwise(shapes({{"dout", &dout}, {"dtable", &dtable}}), dout); },
+        [&] { inner_->embedding_backward(dtable, dout, ids); });
+}
+
+void ProfilingBackend::layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                                         const Tensor& weight, const Tensor* bias, double eps) {
+  timed("layernorm_forward", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->layernorm_forward(y, mean, rstd, x, weight, bias, eps); });
+}
+
+void ProfilingBackend::layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias,
+                                          const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                          const Tensor& mean, const Tensor& rstd) {
+  timed("layernorm_backward", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->layernorm_backward(dx, dweight, dbias, dy, x, weight, mean, rstd); });
+}
+
+void ProfilingBackend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x,
+                                       const Tensor& weight, double eps) {
+  timed("rmsnorm_forward", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->rmsnorm_forward(y, rstd, x, weight, eps); });
+}
+
+void ProfilingBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy,
+                                        const Tensor& x, const Tensor& weight,
+                                        const Tensor& rstd) {
+  timed("rmsnorm_backward", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->rmsnorm_backward(dx, dweight, dy, x, weight, rstd); });
+}
+
+void ProfilingBackend::gelu_forward(Tensor& y, const Tensor& x) {
+  timed("gelu_forward", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->gelu_forward(y, x); });
+}
+
+void ProfilingBackend::gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
+  timed("gelu_backward", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->gelu_backward(dx, dy, x); });
+}
+
+void ProfilingBackend::swiglu_forward(Tensor& y, const Tensor& gate_up) {
+  timed("swiglu_forward", [&] { return elementwise(shapes({{"gate_up", &gate_up}}), gate_up); },
+        [&] { inner_->swiglu_forward(y, gate_up); });
+}
+
+void ProfilingBackend::swiglu_backward(Tensor& dgate_up, const Tensor& dy, const Tensor& gate_up) {
+  timed("swiglu_backward", [&] { return elementwise(shapes({{"gate_up", &gate_up}}), gate_up); },
+        [&] { inner_->swiglu_backward(dgate_up, dy, gate_up); });
+}
+
+void ProfilingBackend::rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) {
+  timed(inverse ? "rope_apply (inverse)" : "rope_apply",
+        [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->rope_apply(x, cos, sin, inverse); });
+}
+
+void ProfilingBackend::attention_forward(Tensor& out, Tensor& lse, const Tensor& q,
+                                         const Tensor& k, const Tensor& v, double scale,
+                                         int64_t window) {
+  timed("attention_forward",
+        [&] {
+          return CallDescription{shapes({{"q", &q}, {"k", &k}}) +
+                                     (window > 0 ? " window " + std::to_string(window) : ""),
+                                 q.dtype(), attention_forward_flops(q, window)};
+        },
+        [&] { inner_->attention_forward(out, lse, q, k, v, scale, window); });
+}
+
+void ProfilingBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
+                                          const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& out, const Tensor& lse, double scale,
+                                          int64_t window) {
+  timed("attention_backward",
+        [&] {
+          return CallDescription{shapes({{"q", &q}, {"k", &k}}) +
+                                     (window > 0 ? " window " + std::to_string(window) : ""),
+                                 q.dtype(), 2.0 * attention_forward_flops(q, window)};
+        },
+        [&] { inner_->attention_backward(dq, dk, dv, dout, q, k, v, out, lse, scale, window); });
+}
+
+void ProfilingBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
+                                             const Tensor& targets, int64_t ignore_index,
+                                             double grad_scale) {
+  timed(dlogits != nullptr ? "softmax_cross_entropy (+dlogits)" : "softmax_cross_entropy",
+        [&] { return elementwise(shapes({{"logits", &logits}}), logits); },
+        [&] {
+          inner_->softmax_cross_entropy(losses, dlogits, logits, targets, ignore_index, grad_scale);
+        });
+}
+
+void ProfilingBackend::embedding_forward_slice(Tensor& out, const Tensor& ids, const Tensor& table,
+                                               int64_t first_id, bool accumulate) {
+  timed("embedding_forward_slice",
+        [&] { return elementwise(shapes({{"ids", &ids}, {"table", &table}}), table); },
+        [&] { inner_->embedding_forward_slice(out, ids, table, first_id, accumulate); });
+}
+
+void ProfilingBackend::embedding_backward_slice(Tensor& dtable, const Tensor& dout,
+                                                const Tensor& ids, int64_t first_id) {
+  timed("embedding_backward_slice",
+        [&] { return elementwise(shapes({{"dout", &dout}, {"dtable", &dtable}}), dout); },
+        [&] { inner_->embedding_backward_slice(dtable, dout, ids, first_id); });
+}
+
+void ProfilingBackend::cross_entropy_slice_max(Tensor& row_max, const Tensor& logits) {
+  timed("cross_entropy_slice_max", [&] { return elementwise(shapes({{"logits", &logits}}), logits); },
+        [&] { inner_->cross_entropy_slice_max(row_max, logits); });
+}
+
+void ProfilingBackend::cross_entropy_slice_sums(Tensor& sum_exp, Tensor& target_logit,
+                                                const Tensor& logits, const Tensor& row_max,
+                                                const Tensor& targets, int64_t first_column) {
+  timed("cross_entropy_slice_sums",
+        [&] { return elementwise(shapes({{"logits", &logits}}), logits); },
+        [&] {
+          inner_->cross_entropy_slice_sums(sum_exp, target_logit, logits, row_max, targets,
+                                           first_column);
+        });
+}
+
+void ProfilingBackend::cross_entropy_slice_finish(Tensor& losses, Tensor* dlogits,
+                                                  const Tensor& logits, const Tensor& row_max,
+                                                  const Tensor& sum_exp, const Tensor& target_logit,
+                                                  const Tensor& targets, int64_t first_column,
+                                                  int64_t ignore_index, double grad_scale) {
+  timed("cross_entropy_slice_finish",
+        [&] { return elementwise(shapes({{"logits", &logits}}), logits); },
+        [&] {
+          inner_->cross_entropy_slice_finish(losses, dlogits, logits, row_max, sum_exp,
+                                             target_logit, targets, first_column, ignore_index,
+                                             grad_scale);
+        });
+}
+
+void ProfilingBackend::sum_squares(Tensor& out, const Tensor& x, bool accumulate) {
+  timed("sum_squares", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->sum_squares(out, x, accumulate); });
+}
+
+void ProfilingBackend::sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) {
+  timed("sum", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->sum(out, x, alpha, accumulate); });
+}
+
+void ProfilingBackend::optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                                        std::span<Tensor> state,
+                                        std::span<const ParamSegment> segments,
+                                        const OptimizerHyper& hyper) {
+  timed("optimizer_update", [&] { return elementwise(shapes({{"params", &params}}), params); },
+        [&] { inner_->optimizer_update(kind, params, grads, state, segments, hyper); });
+}
+
+void ProfilingBackend::do_copy_from_host(Tensor& dst, const void* src) {
+  timed("copy_from_host", [&] { return elementwise(shapes({{"dst", &dst}}), dst); },
+        [&] { inner_->copy_from_host(dst, src); });
+}
+
+void ProfilingBackend::do_copy_to_host(void* dst, const Tensor& src) {
+  timed("copy_to_host", [&] { return elementwise(shapes({{"src", &src}}), src); },
+        [&] { inner_->copy_to_host(dst, src); });
+}
+
+}  // namespace zero::backend
