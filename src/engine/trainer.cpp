@@ -60,11 +60,16 @@ void log_eval_loss(std::ofstream* log, int64_t step, double eval_loss) {
   log->flush();
 }
 
+// Every evaluation reads the same held-out batches (the eval data's position is put back
+// afterwards), as a Hugging Face Trainer evaluates its whole eval set each time: eval losses of
+// one run compare step to step, and a resumed run evaluates what the uninterrupted one does.
 double evaluate(Engine& engine, TrainingData& data, const TrainerOptions& options) {
+  const nlohmann::json position = data.state();
   double total = 0.0;
   for (int64_t i = 0; i < options.eval_batches; ++i) {
     total += engine.eval_batch(data.next(engine.settings().micro_batch_size, options.seq_len));
   }
+  data.restore(position);
   return rank_mean(engine, total / static_cast<double>(options.eval_batches));
 }
 
