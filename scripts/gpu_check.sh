@@ -14,8 +14,13 @@
 #       on the tiny GPT-2 and Llama models (f32 and bf16), and a summary table last.
 #   scripts/gpu_check.sh build              on the GPU machine: tries a configure and build in
 #       place and says which dependency is missing (the fallback when no bundle was carried).
+#   scripts/gpu_check.sh speed [WORKLOAD ...] on the GPU machine: issue 13's benchmark,
+#       bench/gpu_speed.sh with the bundle's bin/zero (zero train vs PyTorch torch.compile and
+#       eager, same shapes, same card); writes gpu_latest.json, gpu_kernels_latest.md and the
+#       logs under $OUT. About 5-6 minutes; bench/gpu_speed_notes.md says what it measures.
 #
-# Example (device tool): carry ["build/gpu-bundle"], command "scripts/gpu_check.sh run".
+# Example (device tool): carry ["build/gpu-bundle"], command "scripts/gpu_check.sh run"
+# (or "scripts/gpu_check.sh speed").
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-run}
@@ -52,7 +57,9 @@ pack() {
   # OpenBLAS alone is 36 MB: compressed, the bundle fits the device tool's 64 MiB carry.
   rm -rf "$root/build/gpu-bundle"
   mkdir -p "$root/build/gpu-bundle"
-  tar -czf "$root/build/gpu-bundle/bundle.tar.gz" -C "$bundle" bin lib
+  # The commit the binaries were built from (the GPU machine's copy may have no .git).
+  git -C "$root" describe --always --dirty >"$bundle/COMMIT" 2>/dev/null || echo unknown >"$bundle/COMMIT"
+  tar -czf "$root/build/gpu-bundle/bundle.tar.gz" -C "$bundle" bin lib COMMIT
   rm -rf "$bundle"
   echo "bundle: build/gpu-bundle/bundle.tar.gz ($(du -sh "$root/build/gpu-bundle/bundle.tar.gz" | cut -f1))"
 }
@@ -74,8 +81,10 @@ build_in_place() {
   cp "$root/build/gpu-local/src/zero" "$root/build/gpu-local/tests/"*cuda* "$root/build/gpu-bundle/bin/" 2>/dev/null
 }
 
-run() {
-  local bundle=${1:-$root/build/gpu-bundle}
+# Unpacks the carried bundle (or takes a bin/ folder built in place) and points the library path
+# at its libraries and the CUDA toolkit's; sets `bundle` to the folder holding bin/.
+use_bundle() {
+  bundle=${1:-$root/build/gpu-bundle}
   if [[ -f "$bundle/bundle.tar.gz" ]]; then
     mkdir -p /tmp/zero-gpu-bundle
     tar -xzf "$bundle/bundle.tar.gz" -C /tmp/zero-gpu-bundle
@@ -92,6 +101,11 @@ run() {
   local torch_libs
   torch_libs=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
   [[ -n "$torch_libs" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$torch_libs"
+  return 0
+}
+
+run() {
+  use_bundle "${1:-}" || return 1
   local out=${OUT:-/tmp/zero_gpu_check}
   mkdir -p "$out"
   echo "== device"
@@ -149,9 +163,20 @@ run() {
   done
 }
 
+# Issue 13's side-by-side benchmark with the carried bundle's zero (bench/gpu_speed.sh).
+# PyTorch runs with the library path as it was: the bundle's libraries (libgomp, OpenMPI) are
+# for zero alone.
+speed() {
+  local torch_path=${LD_LIBRARY_PATH:-}
+  use_bundle "" || return 1
+  ZERO_COMMIT=$(cat "$bundle/COMMIT" 2>/dev/null) TORCH_LD_LIBRARY_PATH=$torch_path \
+    "$root/bench/gpu_speed.sh" "$bundle/bin/zero" "$@"
+}
+
 case "$mode" in
   pack) shift; pack "$@" ;;
   build) build_in_place ;;
   run) shift || true; run "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh pack [BUILD_DIR] | run [BUNDLE] | build" >&2; exit 2 ;;
+  speed) shift; speed "$@" ;;
+  *) echo "usage: scripts/gpu_check.sh pack [BUILD_DIR] | run [BUNDLE] | build | speed [WORKLOAD ...]" >&2; exit 2 ;;
 esac
