@@ -45,12 +45,12 @@ pack() {
   done
   # Every resolved shared library except glibc's, the compiler runtime's (the GPU machine's are
   # newer, and compute-sanitizer must not load ours), zlib/udev (in every base image), the CUDA
-  # toolkit's and the driver's.
+  # toolkit's and the driver's, and NCCL's (218 MB: PyTorch's wheels carry it, see use_bundle).
   for b in "${bins[@]}"; do
     ldd "$b" | awk '/=> \// {print $3}'
   done | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
-      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libudev*|libcuda.so*|libcudart*|libcublas*) ;;
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libudev*|libcuda.so*|libcudart*|libcublas*|libnccl*) ;;
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done
@@ -62,6 +62,14 @@ pack() {
   tar -czf "$root/build/gpu-bundle/bundle.tar.gz" -C "$bundle" bin lib COMMIT
   rm -rf "$bundle"
   echo "bundle: build/gpu-bundle/bundle.tar.gz ($(du -sh "$root/build/gpu-bundle/bundle.tar.gz" | cut -f1))"
+  # The device tool carries at most 64 MiB: say so here rather than at the device.
+  local bytes
+  bytes=$(stat -c %s "$root/build/gpu-bundle/bundle.tar.gz")
+  if (( bytes > 60 * 1024 * 1024 )); then
+    echo "the bundle is over 60 MiB, too big for the device tool's carry; its largest files:" >&2
+    tar -tzvf "$root/build/gpu-bundle/bundle.tar.gz" | sort -k3 -n | tail -3 >&2
+    return 1
+  fi
 }
 
 build_in_place() {
@@ -101,6 +109,10 @@ use_bundle() {
   local torch_libs
   torch_libs=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
   [[ -n "$torch_libs" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$torch_libs"
+  # NCCL is not packed (too big): the toolkit's when it has one, else PyTorch's wheel's.
+  local nccl_libs
+  nccl_libs=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+  [[ -n "$nccl_libs" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_libs"
   return 0
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -152,6 +153,13 @@ inline Tolerance storage_tolerance(DType dtype, double f32_rtol, double atol) {
     default:
       return {f32_rtol, atol};
   }
+}
+
+// The largest |value| (for bounds relative to a tensor's scale).
+inline double max_abs(const std::vector<double>& values) {
+  double out = 0.0;
+  for (double v : values) out = std::max(out, std::fabs(v));
+  return out;
 }
 
 inline void expect_close(const std::vector<double>& cpu, const std::vector<double>& gpu,

@@ -1,6 +1,8 @@
 // Causal self-attention (GQA, sliding window) on CUDA cores, flash-style: no T x T buffer; the
 // forward keeps out and the row logsumexp, the backward recomputes the probabilities.
-// Correctness first: the tensor-core version is the GPU-speed issue's work.
+// Correctness first: bf16/f16 with head_dim 64 or 128 go to the tensor-core kernels of
+// cuda_attention_mma.cu instead; these serve f32, the other head dimensions, misaligned views,
+// and ZERO_CUDA_ATTENTION=simple (the reference for the tensor-core path on a GPU).
 //
 // Layout of the work: a block is kRowsPerBlock warps, one query row (or, for dK/dV, one key row)
 // per warp. Key (or query) tiles of 32 rows are staged in shared memory as f32; lane j of a warp
@@ -295,6 +297,10 @@ unsigned row_blocks(int64_t seq) {
 
 void launch_attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.seq == 0) return;
+  if (mma_attention_supported(a, false)) {
+    launch_attention_forward_mma(a, stream);
+    return;
+  }
   ForwardParams p{
       a.seq,   a.heads,           a.kv_heads,        a.head_dim,        a.window,
       a.scale, Views{a.q_layout}, Views{a.k_layout}, Views{a.v_layout}, Views{a.out_layout},
@@ -342,6 +348,10 @@ void launch_attention_backward(const AttentionArgs& a, cudaStream_t stream) {
            stream>>>(static_cast<const T*>(a.dout), static_cast<const T*>(a.out), a.delta,
                      Views{a.dout_layout}, Views{a.out_layout}, a.seq, a.heads, D);
     ZERO_CUDA_CHECK_LAUNCH();
+    if (mma_attention_supported(a, true)) {
+      launch_attention_backward_mma(a, stream);
+      return;
+    }
     allow_shared(attention_dq_kernel<T>, dq_shared);
     attention_dq_kernel<T><<<dim3(row_blocks(a.seq), static_cast<unsigned>(a.batch * a.heads)),
                              kThreads, dq_shared, stream>>>(

@@ -133,6 +133,12 @@ struct AttentionArgs {
 };
 void launch_attention_forward(const AttentionArgs& args, cudaStream_t stream);
 void launch_attention_backward(const AttentionArgs& args, cudaStream_t stream);
+// The tensor-core path (cuda_attention_mma.cu), which the two launchers above take where it
+// applies: bf16/f16, head_dim 64 or 128, every row of every view 16-byte aligned, and the
+// environment does not say ZERO_CUDA_ATTENTION=simple. The backward needs args.delta filled.
+bool mma_attention_supported(const AttentionArgs& args, bool backward);
+void launch_attention_forward_mma(const AttentionArgs& args, cudaStream_t stream);
+void launch_attention_backward_mma(const AttentionArgs& args, cudaStream_t stream);
 
 // ---- loss (cuda_cross_entropy.cu) --------------------------------------------------------------
 // dlogits may equal logits (the fused loss writes over the logits). losses are f32 or `dtype`.
