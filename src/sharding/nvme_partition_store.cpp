@@ -35,6 +35,8 @@ class NvmePartitionStore final : public PartitionStore {
     resident_ = Tensor::empty(host, {resident_numel}, dtype, MemoryCategory::kParams);
     if (resident_numel > 0) std::memset(resident_.raw_data(), 0, resident_.nbytes());
 
+    // Everything within max_in_cpu: no unit is swapped, so no swap file is made.
+    if (resident_units_ == units) return;
     offload::NvmeBlockStoreOptions o;
     o.nvme_path = *offload.nvme_path;
     o.rank = layout.rank();
@@ -113,7 +115,7 @@ class NvmePartitionStore final : public PartitionStore {
       }
       traffic_.device_to_host_bytes += static_cast<int64_t>(narrow.nbytes());
     }
-    blocks_->flush();
+    if (blocks_) blocks_->flush();
     sync_io_traffic();
   }
 
@@ -131,7 +133,7 @@ class NvmePartitionStore final : public PartitionStore {
         blocks_->write(block_of(u), from);
       }
     }
-    blocks_->flush();
+    if (blocks_) blocks_->flush();
     sync_io_traffic();
   }
 
@@ -140,7 +142,8 @@ class NvmePartitionStore final : public PartitionStore {
     for (size_t u = resident_units_; u < layout_.units().size(); ++u) {
       swapped += layout_.unit(u).shard_numel * element_bytes_;
     }
-    return {0, static_cast<int64_t>(resident_.nbytes()), swapped, blocks_->staging_bytes()};
+    return {0, static_cast<int64_t>(resident_.nbytes()), swapped,
+            blocks_ ? blocks_->staging_bytes() : 0};
   }
 
  private:
@@ -149,6 +152,7 @@ class NvmePartitionStore final : public PartitionStore {
     return static_cast<char*>(resident_.raw_data()) + element * element_bytes_;
   }
   void sync_io_traffic() {
+    if (!blocks_) return;  // nothing swapped
     traffic_.nvme_read_bytes = blocks_->stats().bytes_read;
     traffic_.nvme_write_bytes = blocks_->stats().bytes_written;
   }
@@ -157,7 +161,7 @@ class NvmePartitionStore final : public PartitionStore {
   size_t resident_units_ = 0;
   size_t largest_unit_ = 0;
   Tensor resident_;
-  std::unique_ptr<offload::NvmeBlockStore> blocks_;
+  std::unique_ptr<offload::NvmeBlockStore> blocks_;  // null when every unit is resident
 };
 
 }  // namespace

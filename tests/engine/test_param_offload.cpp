@@ -151,6 +151,26 @@ TEST_F(ParamOffload, TheDeviceHoldsNoParameterPartition) {
   EXPECT_FALSE(std::filesystem::exists(swap_file())) << "the swap file goes with the engine";
 }
 
+TEST_F(ParamOffload, NoSwapFileWhenEveryUnitFitsMaxInCpu) {
+  backend::CpuBackend cpu;
+  const Result reference = train(cpu, settings(false, OffloadDevice::kNone, OffloadDevice::kNone), kSteps);
+  {
+    comm::SelfComm comm;
+    Engine engine(small_model("llama", cpu),
+                  settings(false, OffloadDevice::kNvme, OffloadDevice::kNone, int64_t{1} << 40), comm);
+    engine.train_batch(batches(0));
+    const sharding::PartitionPlacement where = engine.zero_stage().partition_store()->placement();
+    EXPECT_EQ(where.nvme_bytes, 0);
+    EXPECT_EQ(where.staging_bytes, 0);
+    EXPECT_EQ(where.host_bytes, 4 * engine.zero_stage().layout().partition_numel());
+    EXPECT_FALSE(std::filesystem::exists(swap_file())) << "nothing is swapped, so no file is made";
+    EXPECT_EQ(engine.zero_stage().partition_store()->traffic().nvme_write_bytes, 0);
+  }
+  const Result r = train(cpu, settings(false, OffloadDevice::kNvme, OffloadDevice::kNone, int64_t{1} << 40), kSteps);
+  EXPECT_EQ(r.losses, reference.losses);
+  EXPECT_EQ(r.params, reference.params);
+}
+
 TEST_F(ParamOffload, CheckpointsMoveBetweenOffloadedAndDeviceRuns) {
   const auto ckpt = dir_ / "ckpt";
   for (const bool save_offloaded : {true, false}) {
