@@ -11,7 +11,8 @@
 #       libraries (cudart, cuBLASLt) are not packed: the GPU machine's CUDA 13 provides them.
 #   scripts/gpu_check.sh run [BUNDLE]       on the GPU machine: prints the device, runs the `cuda`
 #       tests, compute-sanitizer memcheck and racecheck on the op tests, `zero train --device cuda`
-#       on the tiny GPT-2 and Llama models (f32 and bf16), and a summary table last.
+#       on the tiny GPT-2 and Llama models (f32 and bf16), TensorBoard loading zero's event files
+#       (scripts/tensorboard_check.py), and a summary table last.
 #   scripts/gpu_check.sh build              on the GPU machine: tries a configure and build in
 #       place and says which dependency is missing (the fallback when no bundle was carried).
 #   scripts/gpu_check.sh speed [WORKLOAD ...] on the GPU machine: issue 13's benchmark,
@@ -166,6 +167,30 @@ run() {
       status[train_${model}_${precision}]=$([[ $rc -eq 0 ]] && echo ran || echo "FAIL (rc $rc)")
     done
   done
+
+  # Issue 17: TensorBoard itself loads the event files zero writes (the tensorboard package is
+  # on this machine, not on the development one), checked against the csv_monitor files.
+  echo "== TensorBoard reads zero's event files"
+  local tb_out=$out/monitors
+  rm -rf "$tb_out"
+  cat >"$out/tb_config.json" <<EOF
+{"train_micro_batch_size_per_gpu": 4, "steps_per_print": 5,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+ "tensorboard": {"enabled": true, "output_path": "$tb_out", "job_name": "tb"},
+ "csv_monitor": {"enabled": true, "output_path": "$tb_out", "job_name": "csv"}}
+EOF
+  if "$bundle/bin/zero" train --device cpu --model tiny --steps 20 --seq-len 32 \
+      --deepspeed "$out/tb_config.json" >"$out/tb_train.log" 2>&1; then
+    env -u LD_LIBRARY_PATH python3 "$root/scripts/tensorboard_check.py" "$tb_out/tb" "$tb_out/csv"
+    case $? in
+      0) status[tensorboard]=pass ;;
+      2) status[tensorboard]="skipped (no tensorboard package)" ;;
+      *) status[tensorboard]=FAIL ;;
+    esac
+  else
+    tail -5 "$out/tb_train.log"
+    status[tensorboard]="FAIL (zero train)"
+  fi
 
   echo
   echo "== summary ($(date -u +%FT%TZ), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo no-git))"
