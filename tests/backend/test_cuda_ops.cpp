@@ -141,6 +141,43 @@ TEST_F(CudaOps, LinearForwardAndBackwardMatchTheCpu) {
   }
 }
 
+// Products big enough (>= 2 GFLOP) with an output width whose rows are not 16-byte aligned (1001
+// columns, as GPT-2's 50257-column logits) take the pitched path (cuda_backend_matmul.cpp):
+// operands copied into 16-byte-pitched scratch, c copied back; dy pitched once for both
+// backward products.
+TEST_F(CudaOps, LargeProductsWithUnalignedRowsMatchTheCpu) {
+  const int64_t rows = 2048, in = 768, out = 1001;
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    const std::vector<float> x = random_values(rows * in, 40), w = random_values(out * in, 41);
+    const std::vector<float> bias = random_values(out, 42), dy = random_values(rows * out, 43);
+    const std::vector<float> dw0 = random_values(out * in, 44);
+    std::vector<double> results[2][3];
+    int slot = 0;
+    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+      Tensor tx = upload(*be, x, {rows, in}, dtype), tw = upload(*be, w, {out, in}, dtype);
+      Tensor tb = upload(*be, bias, {out}, dtype), tdy = upload(*be, dy, {rows, out}, dtype);
+      Tensor y = be->empty({rows, out}, dtype, MemoryCategory::kOther);
+      be->fill(y, kNaN);
+      be->linear_forward(y, tx, tw, &tb);
+      Tensor dx = be->empty({rows, in}, dtype, MemoryCategory::kOther);
+      be->fill(dx, kNaN);
+      Tensor dw = upload(*be, dw0, {out, in}, dtype);
+      be->linear_backward(&dx, dw, nullptr, tdy, tx, tw);
+      results[slot][0] = download(*be, y);
+      results[slot][1] = download(*be, dx);
+      results[slot][2] = download(*be, dw);
+      ++slot;
+    }
+    // Sums of up to K = 2048 products of values in [-1, 1] in another order: f32 rounding of
+    // the partial sums, a few ulps of sqrt(K)-sized values: 1e-5 relative plus 5e-4 absolute.
+    const char* names[] = {"y", "dx", "dw (accumulated)"};
+    for (int i = 0; i < 3; ++i) {
+      expect_close(results[0][i], results[1][i], storage_tolerance(dtype, 1e-5, 5e-4),
+                   std::string("pitched linear ") + dtype_name(dtype) + " " + names[i]);
+    }
+  }
+}
+
 TEST_F(CudaOps, EmbeddingMatchesTheCpuAndItsBackwardIsDeterministic) {
   const int64_t vocab = 53, channels = 70;
   std::vector<int64_t> ids;

@@ -10,17 +10,20 @@
 #include <string>
 #include <utility>
 
+#include "backend/cuda/cuda_arg_checks.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/half.h"
 
 namespace zero::backend {
-namespace {
 
-std::string describe(const Tensor& t) {
-  return t.defined() ? t.describe() : std::string("an undefined tensor");
-}
+using cuda_internal::Checks;
+using cuda_internal::describe;
+using cuda_internal::head_layout;
+using cuda_internal::leading_rows;
+
+namespace {
 
 // f64 -> float toward zero, lowest bit set when anything was discarded (round to odd): one more
 // rounding to 16 bits is then the correctly rounded result (the CPU backend's fill rule).
@@ -46,24 +49,6 @@ uint64_t integer_pattern(const Tensor& dst, double value) {
   return pattern;
 }
 
-int64_t leading_rows(const Tensor& t) {
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
-  return rows;
-}
-
-cuda::HeadLayout head_layout(const Tensor& t) {
-  cuda::HeadLayout l;
-  l.batch = t.size(0);
-  l.seq = t.size(1);
-  l.heads = t.size(2);
-  l.head_dim = t.size(3);
-  l.batch_stride = t.stride(0);
-  l.seq_stride = t.stride(1);
-  l.head_stride = t.stride(2);
-  return l;
-}
-
 }  // namespace
 
 int cuda_device_count() {
@@ -75,65 +60,6 @@ int cuda_device_count() {
   return count;
 }
 
-// ---- argument checks -----------------------------------------------------------------------
-
-namespace {
-
-class Checks {
- public:
-  Checks(Device device, const char* op) : device_(device), op_(op) {}
-
-  // On this device (a host tensor handed to a kernel is a bug in the caller).
-  const Checks& here(const Tensor& t, const char* name) const {
-    if (!t.defined() || t.device() != device_) {
-      throw ShapeError(std::string(op_) + ": " + name + " " + describe(t) + " is not on " +
-                       device_.to_string() +
-                       " (a kernel of a device backend cannot read host memory; upload it with "
-                       "copy_from_host)");
-    }
-    return *this;
-  }
-  const Checks& contiguous(const Tensor& t, const char* name) const {
-    here(t, name);
-    if (!t.is_contiguous()) {
-      throw ShapeError(std::string(op_) + ": " + name + " " + t.describe() +
-                       " must be contiguous; make a contiguous copy first");
-    }
-    return *this;
-  }
-  const Checks& dtype(const Tensor& t, DType dtype, const char* name) const {
-    if (t.dtype() != dtype) {
-      throw ShapeError(std::string(op_) + ": " + name + " " + t.describe() + " must be " +
-                       dtype_name(dtype));
-    }
-    return *this;
-  }
-  const Checks& same_shape(const Tensor& a, const Tensor& b, const char* a_name,
-                           const char* b_name) const {
-    if (a.shape() != b.shape()) {
-      throw ShapeError(std::string(op_) + ": " + a_name + " " + shape_to_string(a.shape()) +
-                       " and " + b_name + " " + shape_to_string(b.shape()) +
-                       " must have the same shape");
-    }
-    return *this;
-  }
-  const Checks& ids(const Tensor& t, const char* name) const {
-    contiguous(t, name);
-    if (t.dtype() != DType::kI32 && t.dtype() != DType::kI64) {
-      throw ShapeError(std::string(op_) + ": " + name + " " + t.describe() + " must be i32 or i64");
-    }
-    return *this;
-  }
-  [[noreturn]] void fail(const std::string& message) const {
-    throw ShapeError(std::string(op_) + ": " + message);
-  }
-
- private:
-  Device device_;
-  const char* op_;
-};
-
-}  // namespace
 
 // ---- lifetime, memory, streams, events -------------------------------------------------------
 
@@ -375,225 +301,6 @@ void CudaBackend::add(Tensor& y, const Tensor& x, double alpha) {
 void CudaBackend::scale(Tensor& y, double alpha) {
   Checks(device(), "scale").contiguous(y, "y");
   cuda::launch_scale(y.raw_data(), y.dtype(), y.numel(), alpha, current());
-}
-
-// ---- matrix products -------------------------------------------------------------------------
-
-void CudaBackend::gemm(const cuda::GemmOperands& op) {
-  if (op.m == 0 || op.n == 0) return;
-  if (op.k == 0) {
-    // An empty inner dimension: c = beta c (+ bias). cuBLASLt rejects zero-sized operands.
-    Tensor c = Tensor::borrow(op.c, {op.m, op.n}, op.dtype, device(), nullptr);
-    if (op.beta == 0.0f) {
-      fill(c, 0.0);
-    } else {
-      scale(c, op.beta);
-    }
-    ZERO_CHECK(op.bias == nullptr, "bias with an empty product is handled by linear_product");
-    return;
-  }
-  if (!matmul_workspace_.defined()) {
-    // cuBLASLt's recommended workspace for Hopper; one buffer, kept for the backend's life.
-    matmul_workspace_ = scratch(size_t{32} << 20);
-  }
-  if (matmul_->run(op, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
-    return;
-  }
-  cuda::GemmOperands plain = op;
-  if (op.bias != nullptr) {
-    // No bias-epilogue algorithm for this shape: broadcast the bias, then add the product.
-    ZERO_CHECK(op.ldc == op.n, "bias fallback needs a contiguous c");
-    cuda::launch_broadcast_rows(op.c, op.bias, op.dtype, op.m, op.n, current());
-    plain.bias = nullptr;
-    plain.beta = 1.0f;
-    if (matmul_->run(plain, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
-      return;
-    }
-  }
-  gemm_realigned(plain);
-}
-
-// cuBLASLt found no kernel for operands at these addresses (views at odd element offsets of a
-// flat buffer): the same product on 256-byte-aligned copies, c copied back.
-void CudaBackend::gemm_realigned(const cuda::GemmOperands& op) {
-  const size_t element = dtype_size(op.dtype);
-  const auto bytes_of = [&](int64_t rows, int64_t ld) {
-    return static_cast<size_t>(rows) * static_cast<size_t>(ld) * element;
-  };
-  const size_t a_bytes = bytes_of(op.transpose_a ? op.k : op.m, op.lda);
-  const size_t b_bytes = bytes_of(op.transpose_b ? op.n : op.k, op.ldb);
-  const size_t c_bytes = bytes_of(op.m, op.ldc);
-  Tensor a = scratch(a_bytes), b = scratch(b_bytes), c = scratch(c_bytes);
-  ZERO_CUDA_CHECK(
-      cudaMemcpyAsync(a.raw_data(), op.a, a_bytes, cudaMemcpyDeviceToDevice, current()));
-  ZERO_CUDA_CHECK(
-      cudaMemcpyAsync(b.raw_data(), op.b, b_bytes, cudaMemcpyDeviceToDevice, current()));
-  if (op.beta != 0.0f) {
-    ZERO_CUDA_CHECK(
-        cudaMemcpyAsync(c.raw_data(), op.c, c_bytes, cudaMemcpyDeviceToDevice, current()));
-  }
-  cuda::GemmOperands aligned = op;
-  aligned.a = a.raw_data();
-  aligned.b = b.raw_data();
-  aligned.c = c.raw_data();
-  if (!matmul_->run(aligned, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
-    throw UnsupportedError("cuBLASLt has no algorithm for a " + std::string(dtype_name(op.dtype)) +
-                           " product [" + std::to_string(op.m) + ", " + std::to_string(op.k) +
-                           "] x [" + std::to_string(op.k) + ", " + std::to_string(op.n) + "]");
-  }
-  ZERO_CUDA_CHECK(
-      cudaMemcpyAsync(op.c, c.raw_data(), c_bytes, cudaMemcpyDeviceToDevice, current()));
-}
-
-void CudaBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
-                         bool transpose_b, double alpha, double beta) {
-  const Checks check(device(), "matmul");
-  check.contiguous(c, "c").contiguous(a, "a").contiguous(b, "b");
-  check.dtype(a, c.dtype(), "a").dtype(b, c.dtype(), "b");
-  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) {
-    check.fail("a " + shape_to_string(a.shape()) + ", b " + shape_to_string(b.shape()) + " and c " +
-               shape_to_string(c.shape()) + " must all be 2-D");
-  }
-  const int64_t m = transpose_a ? a.size(1) : a.size(0);
-  const int64_t k = transpose_a ? a.size(0) : a.size(1);
-  const int64_t kb = transpose_b ? b.size(1) : b.size(0);
-  const int64_t n = transpose_b ? b.size(0) : b.size(1);
-  if (k != kb || c.size(0) != m || c.size(1) != n) {
-    check.fail("op(a) from a " + shape_to_string(a.shape()) + (transpose_a ? " (transposed)" : "") +
-               " and op(b) from b " + shape_to_string(b.shape()) +
-               (transpose_b ? " (transposed)" : "") + " do not multiply into c " +
-               shape_to_string(c.shape()) + "; need op(a) [M,K], op(b) [K,N], c [M,N]");
-  }
-  cuda::GemmOperands op;
-  op.dtype = c.dtype();
-  op.transpose_a = transpose_a;
-  op.transpose_b = transpose_b;
-  op.m = m;
-  op.n = n;
-  op.k = k;
-  op.a = a.raw_data();
-  op.lda = a.size(1);
-  op.b = b.raw_data();
-  op.ldb = b.size(1);
-  op.c = c.raw_data();
-  op.ldc = n;
-  op.alpha = static_cast<float>(alpha);
-  op.beta = static_cast<float>(beta);
-  gemm(op);
-}
-
-void CudaBackend::linear_product(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
-  const int64_t rows = leading_rows(x), out = w.size(0), in = w.size(1);
-  if (in == 0 && bias != nullptr) {
-    cuda::launch_broadcast_rows(y.raw_data(), bias->raw_data(), y.dtype(), rows, out, current());
-    return;
-  }
-  cuda::GemmOperands op;
-  op.dtype = y.dtype();
-  op.transpose_b = true;
-  op.m = rows;
-  op.n = out;
-  op.k = in;
-  op.a = x.raw_data();
-  op.lda = in;
-  op.b = w.raw_data();
-  op.ldb = in;
-  op.c = y.raw_data();
-  op.ldc = out;
-  if (bias != nullptr && reinterpret_cast<uintptr_t>(bias->raw_data()) % 16 == 0) {
-    op.bias = bias->raw_data();  // cuBLASLt's bias epilogue (16-byte aligned vectors only)
-    gemm(op);
-    return;
-  }
-  if (bias != nullptr && rows > 0 && out > 0) {
-    // A bias at an unaligned offset of the flat parameter buffer: broadcast, then add on top.
-    cuda::launch_broadcast_rows(y.raw_data(), bias->raw_data(), y.dtype(), rows, out, current());
-    op.beta = 1.0f;
-  }
-  gemm(op);
-}
-
-void CudaBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
-  const Checks check(device(), "linear_forward");
-  check.contiguous(y, "y").contiguous(x, "x").contiguous(w, "w");
-  check.dtype(x, y.dtype(), "x").dtype(w, y.dtype(), "w");
-  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
-    check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()) +
-               "; w must be [out, in] with in equal to x's last dimension");
-  }
-  Shape y_shape = x.shape();
-  y_shape.back() = w.size(0);
-  if (y.shape() != y_shape) {
-    check.fail("y " + shape_to_string(y.shape()) + " does not match x and w; expected " +
-               shape_to_string(y_shape));
-  }
-  if (bias != nullptr) {
-    check.contiguous(*bias, "bias").dtype(*bias, y.dtype(), "bias");
-    if (bias->shape() != Shape{w.size(0)}) {
-      check.fail("bias " + shape_to_string(bias->shape()) + " does not match w " +
-                 shape_to_string(w.shape()));
-    }
-  }
-  linear_product(y, x, w, bias);
-}
-
-void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
-                                  const Tensor& x, const Tensor& w) {
-  const Checks check(device(), "linear_backward");
-  check.contiguous(dw, "dw").contiguous(dy, "dy").contiguous(x, "x").contiguous(w, "w");
-  check.dtype(x, w.dtype(), "x").dtype(dy, w.dtype(), "dy").dtype(dw, w.dtype(), "dw");
-  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
-    check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()));
-  }
-  const int64_t rows = leading_rows(x), out = w.size(0), in = w.size(1);
-  Shape dy_shape = x.shape();
-  dy_shape.back() = out;
-  if (dy.shape() != dy_shape)
-    check.fail("dy " + shape_to_string(dy.shape()) + " must be " + shape_to_string(dy_shape));
-  check.same_shape(dw, w, "dw", "w");
-  if (dx != nullptr)
-    check.contiguous(*dx, "dx").dtype(*dx, w.dtype(), "dx").same_shape(*dx, x, "dx", "x");
-  if (dbias != nullptr) {
-    check.contiguous(*dbias, "dbias").dtype(*dbias, w.dtype(), "dbias");
-    if (dbias->shape() != Shape{out})
-      check.fail("dbias " + shape_to_string(dbias->shape()) + " must be [" + std::to_string(out) +
-                 "]");
-  }
-  if (dx != nullptr) {
-    // dx[rows, in] = dy[rows, out] @ w[out, in]
-    cuda::GemmOperands op;
-    op.dtype = w.dtype();
-    op.m = rows;
-    op.n = in;
-    op.k = out;
-    op.a = dy.raw_data();
-    op.lda = out;
-    op.b = w.raw_data();
-    op.ldb = in;
-    op.c = dx->raw_data();
-    op.ldc = in;
-    gemm(op);
-  }
-  // dw[out, in] += dy^T[out, rows] @ x[rows, in]
-  cuda::GemmOperands op;
-  op.dtype = w.dtype();
-  op.transpose_a = true;
-  op.m = out;
-  op.n = in;
-  op.k = rows;
-  op.a = dy.raw_data();
-  op.lda = out;
-  op.b = x.raw_data();
-  op.ldb = in;
-  op.c = dw.raw_data();
-  op.ldc = in;
-  op.beta = 1.0f;
-  gemm(op);
-  if (dbias != nullptr && rows > 0) {
-    Tensor partials = scratch(cuda::column_sum_scratch_bytes(rows, out));
-    cuda::launch_column_sums_accumulate(dbias->raw_data(), dy.raw_data(), dy.dtype(), rows, out,
-                                        partials.raw_data(), current());
-  }
 }
 
 // ---- embedding -------------------------------------------------------------------------------

@@ -132,8 +132,19 @@ class CudaBackend final : public Backend {
   // and clears the slot.
   void raise_kernel_errors();
   void linear_product(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias);
+  // Matrix products (cuda_backend_matmul.cpp).
   void gemm(const cuda::GemmOperands& op);
   void gemm_realigned(const cuda::GemmOperands& op);
+  // Whether a product is big enough and has rows that are not 16-byte aligned, so pitched
+  // copies of its operands pay (and ZERO_CUDA_PITCHED_GEMM is not 0).
+  bool pitch_pays(const cuda::GemmOperands& op) const;
+  // The product on pitched copies of its misaligned operands; false (nothing written) when
+  // cuBLASLt has no algorithm for it even so.
+  bool gemm_pitched(const cuda::GemmOperands& op);
+  // rows x cols elements of `element` bytes at `src` (row length ld) into scratch with row
+  // length pitched_ld, on the current stream.
+  Tensor pitched_copy(const void* src, int64_t rows, int64_t cols, int64_t ld, int64_t pitched_ld,
+                      size_t element);
 
   int index_;
   std::array<cudaStream_t, kNumStreamKinds> streams_{};

@@ -1,0 +1,344 @@
+// CudaBackend's matrix products: argument checks, then cuBLASLt (cuda_matmul.h) on the current
+// stream, with the fallbacks cuBLASLt needs (a bias it cannot fuse, operands at addresses it has
+// no kernel for) and pitched copies of operands whose rows are not 16-byte aligned.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/cuda_arg_checks.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "core/error.h"
+
+namespace zero::backend {
+
+using cuda_internal::Checks;
+using cuda_internal::leading_rows;
+
+// ---- pitched operands ------------------------------------------------------------------------
+//
+// A matrix whose rows do not start on 16-byte boundaries (a leading dimension of 50257 bf16
+// elements: GPT-2's logits) keeps cuBLASLt off its fast Hopper kernels, whose TMA loads need
+// 16-byte strides, and onto much slower ones. For a product big enough to matter such operands
+// are copied into pitched scratch (rows padded to 16 bytes) and c copied back: one extra pass
+// over each, small next to the product. ZERO_CUDA_PITCHED_GEMM=0 turns it off (to measure it).
+
+namespace {
+
+int64_t padded_ld(int64_t ld, size_t element) {
+  const auto per_16_bytes = static_cast<int64_t>(16 / element);
+  return (ld + per_16_bytes - 1) / per_16_bytes * per_16_bytes;
+}
+
+bool misaligned(int64_t ld, size_t element) {
+  return (static_cast<size_t>(ld) * element) % 16 != 0;
+}
+
+}  // namespace
+
+bool CudaBackend::pitch_pays(const cuda::GemmOperands& op) const {
+  static const bool enabled = [] {
+    const char* choice = std::getenv("ZERO_CUDA_PITCHED_GEMM");
+    return choice == nullptr || std::strcmp(choice, "0") != 0;
+  }();
+  if (!enabled) return false;
+  // Below about 2 GFLOP the copies would cost more than the slow kernel loses.
+  const double flops = 2.0 * static_cast<double>(op.m) * static_cast<double>(op.n) *
+                       static_cast<double>(op.k);
+  const size_t element = dtype_size(op.dtype);
+  return flops >= 2e9 && (misaligned(op.lda, element) || misaligned(op.ldb, element) ||
+                          misaligned(op.ldc, element));
+}
+
+Tensor CudaBackend::pitched_copy(const void* src, int64_t rows, int64_t cols, int64_t ld,
+                                 int64_t pitched_ld, size_t element) {
+  Tensor copy = scratch(static_cast<size_t>(rows) * static_cast<size_t>(pitched_ld) * element);
+  ZERO_CUDA_CHECK(cudaMemcpy2DAsync(copy.raw_data(), static_cast<size_t>(pitched_ld) * element,
+                                    src, static_cast<size_t>(ld) * element,
+                                    static_cast<size_t>(cols) * element,
+                                    static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                                    current()));
+  return copy;
+}
+
+bool CudaBackend::gemm_pitched(const cuda::GemmOperands& op) {
+  const size_t element = dtype_size(op.dtype);
+  cuda::GemmOperands p = op;
+  Tensor a, b, c;
+  if (misaligned(op.lda, element)) {
+    const int64_t rows = op.transpose_a ? op.k : op.m, cols = op.transpose_a ? op.m : op.k;
+    p.lda = padded_ld(op.lda, element);
+    a = pitched_copy(op.a, rows, cols, op.lda, p.lda, element);
+    p.a = a.raw_data();
+  }
+  if (misaligned(op.ldb, element)) {
+    const int64_t rows = op.transpose_b ? op.n : op.k, cols = op.transpose_b ? op.k : op.n;
+    p.ldb = padded_ld(op.ldb, element);
+    b = pitched_copy(op.b, rows, cols, op.ldb, p.ldb, element);
+    p.b = b.raw_data();
+  }
+  const bool pitched_c = misaligned(op.ldc, element);
+  if (pitched_c) {
+    p.ldc = padded_ld(op.ldc, element);
+    if (op.beta != 0.0f) {
+      c = pitched_copy(op.c, op.m, op.n, op.ldc, p.ldc, element);
+    } else {
+      c = scratch(static_cast<size_t>(op.m) * static_cast<size_t>(p.ldc) * element);
+    }
+    p.c = c.raw_data();
+  }
+  if (!matmul_->run(p, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+    return false;  // the unpitched paths take it (nothing was written to op.c)
+  }
+  if (pitched_c) {
+    ZERO_CUDA_CHECK(cudaMemcpy2DAsync(op.c, static_cast<size_t>(op.ldc) * element, p.c,
+                                      static_cast<size_t>(p.ldc) * element,
+                                      static_cast<size_t>(op.n) * element,
+                                      static_cast<size_t>(op.m), cudaMemcpyDeviceToDevice,
+                                      current()));
+  }
+  return true;
+}
+
+// ---- matrix products -------------------------------------------------------------------------
+
+void CudaBackend::gemm(const cuda::GemmOperands& op) {
+  if (op.m == 0 || op.n == 0) return;
+  if (op.k == 0) {
+    // An empty inner dimension: c = beta c (+ bias). cuBLASLt rejects zero-sized operands.
+    Tensor c = Tensor::borrow(op.c, {op.m, op.n}, op.dtype, device(), nullptr);
+    if (op.beta == 0.0f) {
+      fill(c, 0.0);
+    } else {
+      scale(c, op.beta);
+    }
+    ZERO_CHECK(op.bias == nullptr, "bias with an empty product is handled by linear_product");
+    return;
+  }
+  if (!matmul_workspace_.defined()) {
+    // cuBLASLt's recommended workspace for Hopper; one buffer, kept for the backend's life.
+    matmul_workspace_ = scratch(size_t{32} << 20);
+  }
+  if (pitch_pays(op) && gemm_pitched(op)) return;
+  if (matmul_->run(op, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+    return;
+  }
+  cuda::GemmOperands plain = op;
+  if (op.bias != nullptr) {
+    // No bias-epilogue algorithm for this shape: broadcast the bias, then add the product.
+    ZERO_CHECK(op.ldc == op.n, "bias fallback needs a contiguous c");
+    cuda::launch_broadcast_rows(op.c, op.bias, op.dtype, op.m, op.n, current());
+    plain.bias = nullptr;
+    plain.beta = 1.0f;
+    if (matmul_->run(plain, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+      return;
+    }
+  }
+  gemm_realigned(plain);
+}
+
+// cuBLASLt found no kernel for operands at these addresses (views at odd element offsets of a
+// flat buffer): the same product on 256-byte-aligned copies, c copied back.
+void CudaBackend::gemm_realigned(const cuda::GemmOperands& op) {
+  const size_t element = dtype_size(op.dtype);
+  const auto bytes_of = [&](int64_t rows, int64_t ld) {
+    return static_cast<size_t>(rows) * static_cast<size_t>(ld) * element;
+  };
+  const size_t a_bytes = bytes_of(op.transpose_a ? op.k : op.m, op.lda);
+  const size_t b_bytes = bytes_of(op.transpose_b ? op.n : op.k, op.ldb);
+  const size_t c_bytes = bytes_of(op.m, op.ldc);
+  Tensor a = scratch(a_bytes), b = scratch(b_bytes), c = scratch(c_bytes);
+  ZERO_CUDA_CHECK(
+      cudaMemcpyAsync(a.raw_data(), op.a, a_bytes, cudaMemcpyDeviceToDevice, current()));
+  ZERO_CUDA_CHECK(
+      cudaMemcpyAsync(b.raw_data(), op.b, b_bytes, cudaMemcpyDeviceToDevice, current()));
+  if (op.beta != 0.0f) {
+    ZERO_CUDA_CHECK(
+        cudaMemcpyAsync(c.raw_data(), op.c, c_bytes, cudaMemcpyDeviceToDevice, current()));
+  }
+  cuda::GemmOperands aligned = op;
+  aligned.a = a.raw_data();
+  aligned.b = b.raw_data();
+  aligned.c = c.raw_data();
+  if (!matmul_->run(aligned, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+    throw UnsupportedError("cuBLASLt has no algorithm for a " + std::string(dtype_name(op.dtype)) +
+                           " product [" + std::to_string(op.m) + ", " + std::to_string(op.k) +
+                           "] x [" + std::to_string(op.k) + ", " + std::to_string(op.n) + "]");
+  }
+  ZERO_CUDA_CHECK(
+      cudaMemcpyAsync(op.c, c.raw_data(), c_bytes, cudaMemcpyDeviceToDevice, current()));
+}
+
+void CudaBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
+                         bool transpose_b, double alpha, double beta) {
+  const Checks check(device(), "matmul");
+  check.contiguous(c, "c").contiguous(a, "a").contiguous(b, "b");
+  check.dtype(a, c.dtype(), "a").dtype(b, c.dtype(), "b");
+  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) {
+    check.fail("a " + shape_to_string(a.shape()) + ", b " + shape_to_string(b.shape()) + " and c " +
+               shape_to_string(c.shape()) + " must all be 2-D");
+  }
+  const int64_t m = transpose_a ? a.size(1) : a.size(0);
+  const int64_t k = transpose_a ? a.size(0) : a.size(1);
+  const int64_t kb = transpose_b ? b.size(1) : b.size(0);
+  const int64_t n = transpose_b ? b.size(0) : b.size(1);
+  if (k != kb || c.size(0) != m || c.size(1) != n) {
+    check.fail("op(a) from a " + shape_to_string(a.shape()) + (transpose_a ? " (transposed)" : "") +
+               " and op(b) from b " + shape_to_string(b.shape()) +
+               (transpose_b ? " (transposed)" : "") + " do not multiply into c " +
+               shape_to_string(c.shape()) + "; need op(a) [M,K], op(b) [K,N], c [M,N]");
+  }
+  cuda::GemmOperands op;
+  op.dtype = c.dtype();
+  op.transpose_a = transpose_a;
+  op.transpose_b = transpose_b;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.a = a.raw_data();
+  op.lda = a.size(1);
+  op.b = b.raw_data();
+  op.ldb = b.size(1);
+  op.c = c.raw_data();
+  op.ldc = n;
+  op.alpha = static_cast<float>(alpha);
+  op.beta = static_cast<float>(beta);
+  gemm(op);
+}
+
+void CudaBackend::linear_product(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const int64_t rows = leading_rows(x), out = w.size(0), in = w.size(1);
+  if (in == 0 && bias != nullptr) {
+    cuda::launch_broadcast_rows(y.raw_data(), bias->raw_data(), y.dtype(), rows, out, current());
+    return;
+  }
+  cuda::GemmOperands op;
+  op.dtype = y.dtype();
+  op.transpose_b = true;
+  op.m = rows;
+  op.n = out;
+  op.k = in;
+  op.a = x.raw_data();
+  op.lda = in;
+  op.b = w.raw_data();
+  op.ldb = in;
+  op.c = y.raw_data();
+  op.ldc = out;
+  if (bias != nullptr && reinterpret_cast<uintptr_t>(bias->raw_data()) % 16 == 0) {
+    op.bias = bias->raw_data();  // cuBLASLt's bias epilogue (16-byte aligned vectors only)
+    gemm(op);
+    return;
+  }
+  if (bias != nullptr && rows > 0 && out > 0) {
+    // A bias at an unaligned offset of the flat parameter buffer: broadcast, then add on top.
+    cuda::launch_broadcast_rows(y.raw_data(), bias->raw_data(), y.dtype(), rows, out, current());
+    op.beta = 1.0f;
+  }
+  gemm(op);
+}
+
+void CudaBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const Checks check(device(), "linear_forward");
+  check.contiguous(y, "y").contiguous(x, "x").contiguous(w, "w");
+  check.dtype(x, y.dtype(), "x").dtype(w, y.dtype(), "w");
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
+    check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()) +
+               "; w must be [out, in] with in equal to x's last dimension");
+  }
+  Shape y_shape = x.shape();
+  y_shape.back() = w.size(0);
+  if (y.shape() != y_shape) {
+    check.fail("y " + shape_to_string(y.shape()) + " does not match x and w; expected " +
+               shape_to_string(y_shape));
+  }
+  if (bias != nullptr) {
+    check.contiguous(*bias, "bias").dtype(*bias, y.dtype(), "bias");
+    if (bias->shape() != Shape{w.size(0)}) {
+      check.fail("bias " + shape_to_string(bias->shape()) + " does not match w " +
+                 shape_to_string(w.shape()));
+    }
+  }
+  linear_product(y, x, w, bias);
+}
+
+void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
+                                  const Tensor& x, const Tensor& w) {
+  const Checks check(device(), "linear_backward");
+  check.contiguous(dw, "dw").contiguous(dy, "dy").contiguous(x, "x").contiguous(w, "w");
+  check.dtype(x, w.dtype(), "x").dtype(dy, w.dtype(), "dy").dtype(dw, w.dtype(), "dw");
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
+    check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()));
+  }
+  const int64_t rows = leading_rows(x), out = w.size(0), in = w.size(1);
+  Shape dy_shape = x.shape();
+  dy_shape.back() = out;
+  if (dy.shape() != dy_shape)
+    check.fail("dy " + shape_to_string(dy.shape()) + " must be " + shape_to_string(dy_shape));
+  check.same_shape(dw, w, "dw", "w");
+  if (dx != nullptr)
+    check.contiguous(*dx, "dx").dtype(*dx, w.dtype(), "dx").same_shape(*dx, x, "dx", "x");
+  if (dbias != nullptr) {
+    check.contiguous(*dbias, "dbias").dtype(*dbias, w.dtype(), "dbias");
+    if (dbias->shape() != Shape{out})
+      check.fail("dbias " + shape_to_string(dbias->shape()) + " must be [" + std::to_string(out) +
+                 "]");
+  }
+  // dy feeds both products: when its rows need pitching (see gemm_pitched), copy it once here
+  // so neither product copies it again.
+  const void* dy_data = dy.raw_data();
+  int64_t dy_ld = out;
+  Tensor dy_pitched;
+  {
+    cuda::GemmOperands probe;
+    probe.dtype = w.dtype();
+    probe.m = out;
+    probe.n = in;
+    probe.k = rows;
+    probe.lda = out;
+    probe.ldb = probe.ldc = in;
+    const size_t element = dtype_size(w.dtype());
+    if (pitch_pays(probe) && misaligned(out, element)) {
+      dy_ld = padded_ld(out, element);
+      dy_pitched = pitched_copy(dy.raw_data(), rows, out, out, dy_ld, element);
+      dy_data = dy_pitched.raw_data();
+    }
+  }
+  if (dx != nullptr) {
+    // dx[rows, in] = dy[rows, out] @ w[out, in]
+    cuda::GemmOperands op;
+    op.dtype = w.dtype();
+    op.m = rows;
+    op.n = in;
+    op.k = out;
+    op.a = dy_data;
+    op.lda = dy_ld;
+    op.b = w.raw_data();
+    op.ldb = in;
+    op.c = dx->raw_data();
+    op.ldc = in;
+    gemm(op);
+  }
+  // dw[out, in] += dy^T[out, rows] @ x[rows, in]
+  cuda::GemmOperands op;
+  op.dtype = w.dtype();
+  op.transpose_a = true;
+  op.m = out;
+  op.n = in;
+  op.k = rows;
+  op.a = dy_data;
+  op.lda = dy_ld;
+  op.b = x.raw_data();
+  op.ldb = in;
+  op.c = dw.raw_data();
+  op.ldc = in;
+  op.beta = 1.0f;
+  gemm(op);
+  if (dbias != nullptr && rows > 0) {
+    Tensor partials = scratch(cuda::column_sum_scratch_bytes(rows, out));
+    cuda::launch_column_sums_accumulate(dbias->raw_data(), dy.raw_data(), dy.dtype(), rows, out,
+                                        partials.raw_data(), current());
+  }
+}
+
+}  // namespace zero::backend
