@@ -14,8 +14,8 @@
 //             order (deterministic, as the CPU backend is):
 //             dQ by query blocks: recompute P, dP = dO V^T, dS = P (dP - delta), dQ += dS K;
 //             dK/dV by key blocks over the GQA group's heads: P^T dO and dS^T Q.
-// The row sum l adds the rounded probabilities the product used, so each output row is a convex
-// combination of V rows up to f32 rounding.
+// As in FlashAttention-2, the row sum l adds the f32 probabilities and only the product's copies
+// are rounded, so lse is the exact logsumexp up to f32 rounding.
 //
 // Fragment layouts of mma.m16n8k16 (PTX ISA), lane = 4 * group + thread_in_group:
 //   A 16x16 (row major): a0 = (group, 2t..2t+1), a1 = (group + 8, 2t..), a2 = (group, 2t + 8..),
@@ -232,10 +232,12 @@ __global__ void __launch_bounds__(kThreads)
       float p2 = exp2f(s[2 * kc][2] - base_b), p3 = exp2f(s[2 * kc][3] - base_b);
       float p4 = exp2f(s[2 * kc + 1][0] - base_a), p5 = exp2f(s[2 * kc + 1][1] - base_a);
       float p6 = exp2f(s[2 * kc + 1][2] - base_b), p7 = exp2f(s[2 * kc + 1][3] - base_b);
-      const uint32_t a0 = pack_rounded<kBf16>(p0, p1), a1 = pack_rounded<kBf16>(p2, p3);
-      const uint32_t a2 = pack_rounded<kBf16>(p4, p5), a3 = pack_rounded<kBf16>(p6, p7);
+      // The row sums take the f32 probabilities (lse is the logsumexp the contract defines);
+      // only the product's copies are rounded.
       l_a += (p0 + p1) + (p4 + p5);
       l_b += (p2 + p3) + (p6 + p7);
+      const uint32_t a0 = pack_rounded<kBf16>(p0, p1), a1 = pack_rounded<kBf16>(p2, p3);
+      const uint32_t a2 = pack_rounded<kBf16>(p4, p5), a3 = pack_rounded<kBf16>(p6, p7);
       chunk_times_tile<D, kBf16>(o, a0, a1, a2, a3, vs, kc * 16, group, tig);
     }
   }
@@ -435,10 +437,15 @@ size_t tile_bytes(int64_t head_dim) {
   return sizeof(uint16_t) * static_cast<size_t>(kRows * (head_dim + kPad));
 }
 
-template <typename Kernel>
-void allow_shared(Kernel kernel, size_t bytes) {
-  ZERO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+// Opts `Kernel` into `bytes` of dynamic shared memory, once per kernel and size rather than on
+// every launch (the call goes into the driver). One process drives one GPU (a rank per GPU).
+template <auto Kernel>
+void allow_shared(size_t bytes) {
+  static size_t allowed = 0;  // one per kernel: Kernel is a template argument
+  if (bytes <= allowed) return;
+  ZERO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes)));
+  allowed = bytes;
 }
 
 bool aligned_view(const void* base, const HeadLayout& l) {
@@ -504,7 +511,7 @@ void launch_attention_forward_mma(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.seq + kRows - 1) / kRows),
                   static_cast<unsigned>(a.batch * a.heads));
   dispatch_mma(a, [&]<int D, bool kBf16>() {
-    allow_shared(mma_attention_forward<D, kBf16>, shared);
+    allow_shared<mma_attention_forward<D, kBf16>>(shared);
     mma_attention_forward<D, kBf16><<<grid, kThreads, shared, stream>>>(
         static_cast<const uint16_t*>(a.q), static_cast<const uint16_t*>(a.k),
         static_cast<const uint16_t*>(a.v), static_cast<uint16_t*>(a.out), p);
@@ -522,12 +529,12 @@ void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) 
     const auto* k = static_cast<const uint16_t*>(a.k);
     const auto* v = static_cast<const uint16_t*>(a.v);
     const auto* dout = static_cast<const uint16_t*>(a.dout);
-    allow_shared(mma_attention_dq<D, kBf16>, dq_shared);
+    allow_shared<mma_attention_dq<D, kBf16>>(dq_shared);
     mma_attention_dq<D, kBf16><<<dim3(blocks, static_cast<unsigned>(a.batch * a.heads)), kThreads,
                                  dq_shared, stream>>>(q, k, v, dout,
                                                       static_cast<uint16_t*>(a.dq), p);
     ZERO_CUDA_CHECK_LAUNCH();
-    allow_shared(mma_attention_dkv<D, kBf16>, dkv_shared);
+    allow_shared<mma_attention_dkv<D, kBf16>>(dkv_shared);
     mma_attention_dkv<D, kBf16><<<dim3(blocks, static_cast<unsigned>(a.batch * a.kv_heads)),
                                   kThreads, dkv_shared, stream>>>(
         q, k, v, dout, static_cast<uint16_t*>(a.dk), static_cast<uint16_t*>(a.dv), p);
