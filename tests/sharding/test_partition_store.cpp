@@ -283,10 +283,15 @@ TEST(PartitionStore, PlacementAndAllocatorsPerTier) {
         EXPECT_EQ(on_device, 0) << tier.name;
         // The resident units follow pin_memory; the staging buffers are always pinned.
         EXPECT_EQ(in_pageable, tier.pin ? 0 : resident) << tier.name;
-        // (The staging allocation has one alignment more, to align the buffers' start.)
-        const int64_t alignment = offload::probe_direct_io(swap_file.parent_path()).alignment;
-        EXPECT_EQ(in_pinned, (tier.pin ? resident : 0) + where.staging_bytes + alignment) << tier.name;
-        if (kept < units) {
+        if (kept == units) {
+          // Nothing swapped: no swap file, no staging buffers.
+          EXPECT_EQ(where.staging_bytes, 0) << tier.name;
+          EXPECT_EQ(in_pinned, tier.pin ? resident : 0) << tier.name;
+          EXPECT_FALSE(std::filesystem::exists(swap_file)) << tier.name;
+        } else {
+          // (The staging allocation has one alignment more, to align the buffers' start.)
+          const int64_t alignment = offload::probe_direct_io(swap_file.parent_path()).alignment;
+          EXPECT_EQ(in_pinned, (tier.pin ? resident : 0) + where.staging_bytes + alignment) << tier.name;
           int64_t largest = 0;
           for (size_t u = kept; u < units; ++u) largest = std::max(largest, layout.unit(u).shard_numel);
           // buffer_count 2 (never more buffers than swapped units) of the largest swapped shard.
