@@ -10,9 +10,11 @@
 #       (git-ignored, about 20 MB; name build/gpu-bundle in the device tool's `carry`). The CUDA
 #       libraries (cudart, cuBLASLt) are not packed: the GPU machine's CUDA 13 provides them.
 #   scripts/gpu_check.sh run [BUNDLE]       on the GPU machine: prints the device, runs the `cuda`
-#       tests, compute-sanitizer memcheck and racecheck on the op tests, `zero train --device cuda`
+#       tests (3 minutes at most each), `zero train --device cuda`
 #       on the tiny GPT-2 and Llama models (f32 and bf16), TensorBoard loading zero's event files
 #       (scripts/tensorboard_check.py), and a summary table last.
+#   scripts/gpu_check.sh sanitize [BUNDLE]  on the GPU machine: compute-sanitizer memcheck and
+#       racecheck on the op tests (a device call of its own: racecheck is slow).
 #   scripts/gpu_check.sh build              on the GPU machine: tries a configure and build in
 #       place and says which dependency is missing (the fallback when no bundle was carried).
 #   scripts/gpu_check.sh speed [WORKLOAD ...] on the GPU machine: issue 13's benchmark,
@@ -25,6 +27,9 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-run}
+# The GPU test binaries (ctest label `cuda`): built, packed and run together.
+cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vocab_slice
+            engine_test_cuda_training backend_test_cuda_nccl model_test_cuda_hf_reference)
 
 pack() {
   local build=${1:-$root/build/gpu}
@@ -33,13 +38,11 @@ pack() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZERO_CUDA=ON -DZERO_MPI=ON \
     -DZERO_BUILD_BENCH=OFF -DZERO_NATIVE=OFF \
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target zero_cli backend_test_cuda_ops \
-    backend_test_cuda_runtime engine_test_cuda_training backend_test_cuda_nccl
+  cmake --build "$build" -j"$(nproc)" --target zero_cli "${cuda_tests[@]}"
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
-  local bins=("$build/src/zero" "$build/tests/backend_test_cuda_ops"
-              "$build/tests/backend_test_cuda_runtime" "$build/tests/engine_test_cuda_training"
-              "$build/tests/backend_test_cuda_nccl")
+  local bins=("$build/src/zero") t
+  for t in "${cuda_tests[@]}"; do bins+=("$build/tests/$t"); done
   for b in "${bins[@]}"; do
     cp "$b" "$bundle/bin/"
     strip --strip-debug "$bundle/bin/$(basename "$b")" || true
@@ -84,8 +87,7 @@ build_in_place() {
     echo "Build the bundle on the development machine instead: scripts/gpu_check.sh pack, then carry build/gpu-bundle."
     return 1
   fi
-  cmake --build "$root/build/gpu-local" -j"$(nproc)" --target zero_cli backend_test_cuda_ops \
-    backend_test_cuda_runtime engine_test_cuda_training backend_test_cuda_nccl || return 1
+  cmake --build "$root/build/gpu-local" -j"$(nproc)" --target zero_cli "${cuda_tests[@]}" || return 1
   mkdir -p "$root/build/gpu-bundle/bin"
   cp "$root/build/gpu-local/src/zero" "$root/build/gpu-local/tests/"*cuda* "$root/build/gpu-bundle/bin/" 2>/dev/null
 }
@@ -114,6 +116,8 @@ use_bundle() {
   local nccl_libs
   nccl_libs=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
   [[ -n "$nccl_libs" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_libs"
+  # The binaries were built elsewhere: the Hugging Face fixtures are this tree's.
+  export ZERO_TEST_FIXTURES="$root/tests/fixtures"
   return 0
 }
 
@@ -129,29 +133,17 @@ run() {
 
   declare -A status
   local t
-  for t in backend_test_cuda_runtime backend_test_cuda_ops engine_test_cuda_training \
-           backend_test_cuda_nccl; do
+  for t in "${cuda_tests[@]}"; do
     echo "== $t"
-    "$bundle/bin/$t" --gtest_color=no 2>&1 | tee "$out/$t.log" | grep -E "^\[  (FAILED|SKIPPED|  OK|PASSED) |Failure|error|Expected|Which is|cpu |gpu " | head -120
-    status[$t]=$([[ ${PIPESTATUS[0]} -eq 0 ]] && echo pass || echo FAIL)
+    # A hang must not eat the device call (10 minutes): each binary gets 3.
+    timeout 180 "$bundle/bin/$t" --gtest_color=no 2>&1 | tee "$out/$t.log" | grep -E "^\[  (FAILED|SKIPPED|  OK|PASSED) |Failure|error|Expected|Which is|cpu |gpu |on the (CPU|GPU)" | head -120
+    case ${PIPESTATUS[0]} in
+      0) status[$t]=pass ;;
+      124) status[$t]="FAIL (timed out)" ;;
+      *) status[$t]=FAIL ;;
+    esac
     grep -qE "SKIPPED \] [1-9]" "$out/$t.log" && status[$t]="${status[$t]} (skips)"
   done
-
-  if command -v compute-sanitizer >/dev/null; then
-    local tool
-    for tool in memcheck racecheck; do
-      echo "== compute-sanitizer $tool (op tests)"
-      compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        "$bundle/bin/backend_test_cuda_ops" --gtest_color=no \
-        --gtest_filter='CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Optimizer*:CudaOps.Rope*' \
-        >"$out/sanitizer_$tool.log" 2>&1
-      local rc=$?
-      tail -5 "$out/sanitizer_$tool.log"
-      status[sanitizer_$tool]=$([[ $rc -eq 0 ]] && echo clean || echo "FAIL (rc $rc)")
-    done
-  else
-    status[sanitizer]="compute-sanitizer not found"
-  fi
 
   local model precision
   for model in tiny tiny-llama; do
@@ -200,6 +192,31 @@ EOF
   done
 }
 
+# compute-sanitizer memcheck and racecheck on the op tests: its own device call, as racecheck
+# slows kernels down many times over.
+sanitize() {
+  use_bundle "${1:-}" || return 1
+  local out=${OUT:-/tmp/zero_gpu_check}
+  mkdir -p "$out"
+  if ! command -v compute-sanitizer >/dev/null; then
+    echo "compute-sanitizer not found (PATH has /usr/local/cuda/bin)"
+    return 1
+  fi
+  local tool rc failed=0
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer $tool (op tests)"
+    timeout 280 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bundle/bin/backend_test_cuda_ops" --gtest_color=no \
+      --gtest_filter='CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*' \
+      >"$out/sanitizer_$tool.log" 2>&1
+    rc=$?
+    tail -5 "$out/sanitizer_$tool.log"
+    echo "-- $tool: $([[ $rc -eq 0 ]] && echo clean || echo "FAIL (rc $rc)")"
+    [[ $rc -eq 0 ]] || failed=1
+  done
+  return $failed
+}
+
 # Issue 13's side-by-side benchmark with the carried bundle's zero (bench/gpu_speed.sh).
 # PyTorch runs with the library path as it was: the bundle's libraries (libgomp, OpenMPI) are
 # for zero alone.
@@ -214,6 +231,7 @@ case "$mode" in
   pack) shift; pack "$@" ;;
   build) build_in_place ;;
   run) shift || true; run "$@" ;;
+  sanitize) shift || true; sanitize "$@" ;;
   speed) shift; speed "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh pack [BUILD_DIR] | run [BUNDLE] | build | speed [WORKLOAD ...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_check.sh pack [BUILD_DIR] | run [BUNDLE] | sanitize [BUNDLE] | build | speed [WORKLOAD ...]" >&2; exit 2 ;;
 esac

@@ -5,7 +5,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <string>
 #include <utility>
@@ -53,8 +55,26 @@ uint64_t integer_pattern(const Tensor& dst, double value) {
 
 int cuda_device_count() {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
     cudaGetLastError();
+    // "No device" is the ordinary answer on a machine without a GPU; anything else (a driver
+    // older than the runtime, a broken install) would otherwise look the same: say it, once.
+    // (Without any driver CUDA also says "insufficient driver": the driver version is 0 then.)
+    static const bool reported = [status] {
+      int driver = 0, runtime = 0;
+      cudaDriverGetVersion(&driver);
+      cudaRuntimeGetVersion(&runtime);
+      if (status != cudaErrorNoDevice && driver > 0) {
+        std::fprintf(stderr,
+                     "zero: CUDA reports no usable device: %s (%s); driver supports CUDA %d.%d, "
+                     "this build's runtime is %d.%d\n",
+                     cudaGetErrorName(status), cudaGetErrorString(status), driver / 1000,
+                     driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+      }
+      return true;
+    }();
+    (void)reported;
     return 0;
   }
   return count;
@@ -137,12 +157,21 @@ void CudaBackend::on_stream_change(StreamKind stream) {
   // The stream switched to waits for everything enqueued on the previous one (see the header:
   // blocks freed there may be handed out to work enqueued here).
   cudaEvent_t event = nullptr;
-  ZERO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  const cudaError_t recorded = cudaEventRecord(event, this->stream(active_));
-  const cudaError_t waited =
-      recorded == cudaSuccess ? cudaStreamWaitEvent(this->stream(stream), event, 0) : recorded;
-  cudaEventDestroy(event);  // released once the wait is satisfied
-  ZERO_CUDA_CHECK(waited);
+  cudaError_t status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  if (status == cudaSuccess) {
+    status = cudaEventRecord(event, this->stream(active_));
+    if (status == cudaSuccess) status = cudaStreamWaitEvent(this->stream(stream), event, 0);
+    cudaEventDestroy(event);  // released once the wait is satisfied
+  }
+  // A StreamGuard restores the stream from its destructor, also while an exception (often the
+  // first report of a device fault) unwinds: throwing then would end the process with
+  // std::terminate and hide the original message, so the failure is left to the next call.
+  if (status != cudaSuccess && std::uncaught_exceptions() > 0) {
+    cudaGetLastError();
+    active_ = stream;
+    return;
+  }
+  ZERO_CUDA_CHECK(status);
   active_ = stream;
 }
 

@@ -1,7 +1,7 @@
 // The bias parts of the linear layers: broadcasting a bias into the output rows (used when the
 // cuBLASLt bias epilogue is not available for a shape) and the bias gradient, a column sum over
 // every row of dy. The column sum is deterministic: each block sums a fixed block of
-// kColumnSumRowBlock rows per column in f64 (in row order), and a second pass adds the blocks in
+// rows (partial_row_block) per column in f64 (in row order), and a second pass adds the blocks in
 // order into dbias - the CPU's scheme with fixed blocks instead of fixed threads.
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -22,11 +22,12 @@ __global__ void broadcast_rows_kernel(T* y, const T* bias, int64_t rows, int64_t
 
 // grid: (column tiles of blockDim.x, row blocks). partial[block][c] = sum of its rows.
 template <typename T>
-__global__ void column_partials_kernel(double* partial, const T* dy, int64_t rows, int64_t cols) {
+__global__ void column_partials_kernel(double* partial, const T* dy, int64_t rows, int64_t cols,
+                                       int64_t row_block) {
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= cols) return;
-  const int64_t r0 = blockIdx.y * kColumnSumRowBlock;
-  const int64_t r1 = min(rows, r0 + kColumnSumRowBlock);
+  const int64_t r0 = blockIdx.y * row_block;
+  const int64_t r1 = min(rows, r0 + row_block);
   double acc = 0.0;
   for (int64_t r = r0; r < r1; ++r) acc += static_cast<double>(load_f32(dy, r * cols + c));
   partial[blockIdx.y * cols + c] = acc;
@@ -57,22 +58,23 @@ void launch_broadcast_rows(void* y, const void* bias, DType dtype, int64_t rows,
 }
 
 size_t column_sum_scratch_bytes(int64_t rows, int64_t cols) {
-  const int64_t blocks = (rows + kColumnSumRowBlock - 1) / kColumnSumRowBlock;
+  const int64_t row_block = partial_row_block(rows, kColumnSumRowBlock);
+  const int64_t blocks = (rows + row_block - 1) / row_block;
   return static_cast<size_t>(blocks > 0 ? blocks : 1) * static_cast<size_t>(cols) * sizeof(double);
 }
 
 void launch_column_sums_accumulate(void* dbias, const void* dy, DType dtype, int64_t rows,
                                    int64_t cols, void* scratch, cudaStream_t stream) {
   if (cols == 0 || rows == 0) return;
-  const int64_t blocks = (rows + kColumnSumRowBlock - 1) / kColumnSumRowBlock;
-  ZERO_CHECK(blocks <= 65535, "column sums over " << rows << " rows exceed the grid's y limit");
+  const int64_t row_block = partial_row_block(rows, kColumnSumRowBlock);
+  const int64_t blocks = (rows + row_block - 1) / row_block;
   auto* partial = static_cast<double*>(scratch);
   const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
                   static_cast<unsigned>(blocks));
   dispatch_storage(dtype, "linear_backward", [&](auto tag) {
     using T = decltype(tag);
     column_partials_kernel<<<grid, kThreads, 0, stream>>>(partial, static_cast<const T*>(dy), rows,
-                                                          cols);
+                                                          cols, row_block);
     ZERO_CUDA_CHECK_LAUNCH();
     column_finish_kernel<<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0,
                            stream>>>(static_cast<T*>(dbias), partial, blocks, cols);

@@ -55,9 +55,19 @@ void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t st
 // y[r, :] = bias for every row (y and bias of one dtype).
 void launch_broadcast_rows(void* y, const void* bias, DType dtype, int64_t rows, int64_t cols,
                            cudaStream_t stream);
+// Rows per block of the deterministic column sums below (bias and norm-weight gradients): at
+// least `minimum` - small enough that a [16384, 768] gradient spreads over hundreds of blocks -
+// and more when the rows would otherwise need more than the grid's 65535 row blocks. A function
+// of the row count alone, so a given shape always sums in the same order.
+inline int64_t partial_row_block(int64_t rows, int64_t minimum) {
+  constexpr int64_t kMaxRowBlocks = 65535;
+  const int64_t needed = (rows + kMaxRowBlocks - 1) / kMaxRowBlocks;
+  return needed > minimum ? needed : minimum;
+}
 // dbias[c] += sum over rows of dy[r, c], summed in f64 over fixed row blocks and then the blocks
-// in order (deterministic). `partials`: kColumnSumRowBlock-row blocks x cols doubles.
-inline constexpr int64_t kColumnSumRowBlock = 256;
+// in order (deterministic). `partials`: row blocks (of partial_row_block(rows,
+// kColumnSumRowBlock) rows) x cols doubles.
+inline constexpr int64_t kColumnSumRowBlock = 64;
 size_t column_sum_scratch_bytes(int64_t rows, int64_t cols);
 void launch_column_sums_accumulate(void* dbias, const void* dy, DType dtype, int64_t rows,
                                    int64_t cols, void* scratch, cudaStream_t stream);
@@ -74,9 +84,10 @@ void launch_embedding_backward(void* dtable, const void* dout, DType dtype, cons
                                cudaStream_t stream);
 
 // ---- normalisation (cuda_layernorm.cu, cuda_rmsnorm.cu) ----------------------------------------
-// Weight (and bias) gradients: per block of kNormRowBlock rows a partial sum per channel, then the
-// blocks in order into the accumulating gradient: deterministic, no atomics.
-inline constexpr int64_t kNormRowBlock = 128;
+// Weight (and bias) gradients: per block of partial_row_block(rows, kNormRowBlock) rows a partial
+// sum per channel, then the blocks in order into the accumulating gradient: deterministic, no
+// atomics.
+inline constexpr int64_t kNormRowBlock = 64;
 size_t norm_backward_scratch_bytes(int64_t rows, int64_t channels, bool with_bias);
 void launch_layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* weight,
                               const void* bias, DType dtype, int64_t rows, int64_t channels,

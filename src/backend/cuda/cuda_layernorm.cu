@@ -1,6 +1,6 @@
 // LayerNorm forward and backward over the last dimension. One block per row for the row
 // reductions (mean, variance, the two dx sums), f32 throughout; the weight and bias gradients
-// are summed per block of kNormRowBlock rows (each thread one channel, rows in order) and the
+// are summed per block of norm_row_block(rows) rows (each thread one channel, rows in order) and the
 // blocks then added in order: deterministic, no atomics.
 #include "backend/cuda/cuda_norm_common.cuh"
 
@@ -66,11 +66,11 @@ __global__ void layernorm_dx_kernel(T* dx, const T* dy, const T* x, const T* wei
 template <typename T>
 __global__ void layernorm_partials_kernel(float* partial_w, float* partial_b, const T* dy,
                                           const T* x, const float* mean, const float* rstd,
-                                          int64_t rows, int64_t channels) {
+                                          int64_t rows, int64_t channels, int64_t row_block) {
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
-  const int64_t r0 = blockIdx.y * kNormRowBlock;
-  const int64_t r1 = min(rows, r0 + kNormRowBlock);
+  const int64_t r0 = blockIdx.y * row_block;
+  const int64_t r1 = min(rows, r0 + row_block);
   float pw = 0.0f, pb = 0.0f;
   for (int64_t r = r0; r < r1; ++r) {
     const float g = load_f32(dy, r * channels + c);
@@ -107,8 +107,7 @@ void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void*
                                DType dtype, int64_t rows, int64_t channels, void* scratch,
                                cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
-  const int64_t blocks = norm_row_blocks(rows);
-  ZERO_CHECK(blocks <= 65535, "layernorm_backward: " << rows << " rows exceed the grid's y limit");
+  const int64_t blocks = norm_row_blocks(rows);  // at most 65535 (norm_row_block)
   auto* partial_w = static_cast<float*>(scratch);
   float* partial_b = dbias != nullptr ? partial_w + blocks * channels : nullptr;
   const unsigned channel_tiles =
@@ -119,7 +118,7 @@ void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void*
     layernorm_partials_kernel<T>
         <<<dim3(channel_tiles, static_cast<unsigned>(blocks)), kNormThreads, 0, stream>>>(
             partial_w, partial_b, static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd,
-            rows, channels);
+            rows, channels, norm_row_block(rows));
     ZERO_CUDA_CHECK_LAUNCH();
     layernorm_dx_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
         static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),

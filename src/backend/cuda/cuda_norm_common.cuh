@@ -9,7 +9,12 @@ namespace zero::backend::cuda {
 
 inline constexpr int kNormThreads = 256;
 
-inline int64_t norm_row_blocks(int64_t rows) { return (rows + kNormRowBlock - 1) / kNormRowBlock; }
+// Rows per partial-sum block of the weight gradients, and how many blocks.
+inline int64_t norm_row_block(int64_t rows) { return partial_row_block(rows, kNormRowBlock); }
+inline int64_t norm_row_blocks(int64_t rows) {
+  const int64_t block = norm_row_block(rows);
+  return (rows + block - 1) / block;
+}
 
 inline unsigned norm_row_grid(int64_t rows) {
   constexpr int64_t kMaxBlocks = 65535;

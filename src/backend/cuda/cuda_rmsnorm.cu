@@ -48,11 +48,11 @@ __global__ void rmsnorm_dx_kernel(T* dx, const T* dy, const T* x, const T* weigh
 
 template <typename T>
 __global__ void rmsnorm_partials_kernel(float* partial, const T* dy, const T* x, const float* rstd,
-                                        int64_t rows, int64_t channels) {
+                                        int64_t rows, int64_t channels, int64_t row_block) {
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
-  const int64_t r0 = blockIdx.y * kNormRowBlock;
-  const int64_t r1 = min(rows, r0 + kNormRowBlock);
+  const int64_t r0 = blockIdx.y * row_block;
+  const int64_t r1 = min(rows, r0 + row_block);
   float acc = 0.0f;
   for (int64_t r = r0; r < r1; ++r) {
     acc += load_f32(dy, r * channels + c) * (load_f32(x, r * channels + c) * rstd[r]);
@@ -78,8 +78,7 @@ void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void
                              const void* weight, const float* rstd, DType dtype, int64_t rows,
                              int64_t channels, void* scratch, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
-  const int64_t blocks = norm_row_blocks(rows);
-  ZERO_CHECK(blocks <= 65535, "rmsnorm_backward: " << rows << " rows exceed the grid's y limit");
+  const int64_t blocks = norm_row_blocks(rows);  // at most 65535 (norm_row_block)
   auto* partial = static_cast<float*>(scratch);
   const unsigned channel_tiles =
       static_cast<unsigned>((channels + kNormThreads - 1) / kNormThreads);
@@ -88,7 +87,8 @@ void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void
     // The partials read dy first: dx may be dy's buffer.
     rmsnorm_partials_kernel<T>
         <<<dim3(channel_tiles, static_cast<unsigned>(blocks)), kNormThreads, 0, stream>>>(
-            partial, static_cast<const T*>(dy), static_cast<const T*>(x), rstd, rows, channels);
+            partial, static_cast<const T*>(dy), static_cast<const T*>(x), rstd, rows, channels,
+            norm_row_block(rows));
     ZERO_CUDA_CHECK_LAUNCH();
     rmsnorm_dx_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
         static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
