@@ -37,7 +37,15 @@ std::unique_ptr<Backend> create_backend(const std::string& device) {
   for (char& c : shown) {
     if (static_cast<unsigned char>(c) < 0x20) c = '?';
   }
-  throw ConfigError("--device \"" + shown + "\" is not a device zero.cpp knows; use cpu, sim or cuda");
+  throw ConfigError("--device \"" + shown + "\" is not a device zero.cpp knows; use auto, cpu, sim or cuda");
+}
+
+bool cuda_visible() {
+#if ZERO_HAVE_CUDA
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace zero::backend

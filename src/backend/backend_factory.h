@@ -6,6 +6,7 @@
 //          CUDA throws UnsupportedError saying so, a machine without the device a zero::Error
 //          naming what is missing.
 // Anything else is a ConfigError listing the choices.
+// "auto" (what `zero train` defaults to) is not a backend: resolve it with cuda_visible() first.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,5 +16,8 @@
 namespace zero::backend {
 
 std::unique_ptr<Backend> create_backend(const std::string& device);
+
+// Whether this build has the CUDA backend and this process sees at least one GPU.
+bool cuda_visible();
 
 }  // namespace zero::backend

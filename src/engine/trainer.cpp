@@ -293,8 +293,9 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                       static_cast<long long>(engine.skipped_steps()));
         }
         if (mfu > 0) std::printf(" | MFU %.1f%%", 100.0 * mfu);
-        std::printf(" | mem %.1f MiB (params %.1f, grads %.1f, optim %.1f, act peak %.1f)",
-                    mib(mem.total_live_bytes), mib(mem.live(MemoryCategory::kParams)),
+        std::printf(" | mem %.1f MiB, peak %.1f (params %.1f, grads %.1f, optim %.1f, act peak %.1f)",
+                    mib(mem.total_live_bytes), mib(mem.total_peak_bytes),
+                    mib(mem.live(MemoryCategory::kParams)),
                     mib(mem.live(MemoryCategory::kGrads)), mib(mem.live(MemoryCategory::kOptimizer)),
                     mib(mem.peak(MemoryCategory::kActivations)));
         if (offloaded) {

@@ -212,9 +212,10 @@ int run_train(const Args& args) {
       .option("warmup-steps", "", "scheduler warmup_num_steps when \"auto\" (Trainer default 0)")
       .option("bf16", "", "true: bf16 mixed precision (bf16.enabled \"auto\" or absent; default off)")
       .option("fp16", "", "true: fp16 mixed precision (fp16.enabled \"auto\" or absent; default off)")
-      .option("device", "cpu",
-              "cpu, or sim: the simulated device (CPU kernels on memory host code may not "
-              "touch; checks a run is device-clean without a GPU), cuda or cuda:N (a build with CUDA)")
+      .option("device", "auto",
+              "auto (cuda when every rank sees a GPU, else cpu), cpu, sim: the simulated device "
+              "(CPU kernels on memory host code may not touch; checks a run is device-clean "
+              "without a GPU), cuda or cuda:N (a build with CUDA)")
       .option("tiled-mlp", "auto", "auto, off or N: run each block's MLP over N sequence shards, recomputed in backward (auto: ceil(seq-len / hidden) when that is > 1)")
       .option("tiled-logits", "auto", "auto, off or N: run the LM head + loss over N sequence shards, never holding the full logits (auto: when it lowers the peak)")
       .option("gradient-checkpointing", "false",
@@ -444,6 +445,8 @@ int run_train(const Args& args) {
 
   std::printf("zero train: %s (%lld parameters), data: %s\n", model_arg.c_str(),
               static_cast<long long>(engine.model().config()->num_parameters()), data->description().c_str());
+  std::printf("device: %s%s\n", train_device.resolved.c_str(),
+              parser.get("device") == "auto" ? " (--device auto)" : "");
   if (comm.world_size() > 1) {
     // The data-parallel size is world / sp; under sequence parallelism ZeRO still partitions
     // over every rank (the data x sequence group).

@@ -13,6 +13,13 @@ namespace zero::tools {
 TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
                               bool profile_kernels) {
   std::string name = device_name;
+  if (name == "auto") {
+    // Every rank must agree: one rank without a GPU keeps the whole job on the CPU.
+    const double without = backend::cuda_visible() ? 0.0 : 1.0;
+    const bool all_see_one =
+        (world.world_size() > 1 ? world.all_reduce_scalar(without, comm::ReduceOp::kMax) : without) == 0.0;
+    name = all_see_one ? "cuda" : "cpu";
+  }
   [[maybe_unused]] bool use_nccl = false;
 #if ZERO_HAVE_NCCL
   if (name == "cuda" && world.world_size() > 1) {
@@ -46,6 +53,7 @@ TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
     }
   }
   out.group = out.device_group ? out.device_group.get() : &world;
+  out.resolved = name;
   return out;
 }
 

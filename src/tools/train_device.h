@@ -23,10 +23,14 @@ struct TrainDevice {
   // With profile_kernels: `backend` is a ProfilingBackend over the device's backend (this
   // points at it), so the communicators' copies are profiled too; null otherwise.
   backend::ProfilingBackend* profiler = nullptr;
+  // The device name after resolving "auto" (e.g. "cuda", "cpu").
+  std::string resolved;
 };
 
 // Collective over `world` (the NCCL choice is agreed by all ranks). `world` must outlive the
 // result. Throws the backend factory's errors for an unknown or unavailable device.
+// "auto" trains on the GPU when every rank sees one (and the build has CUDA), else on the CPU;
+// TrainDevice::resolved says which.
 TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
                               bool profile_kernels = false);
 

@@ -1,5 +1,6 @@
 // `zero train --device`: the simulated device trains exactly as the CPU backend does (the same
-// losses, bit for bit, in the JSON log), and devices this build or machine lacks are clear errors.
+// losses, bit for bit, in the JSON log), devices this build or machine lacks are clear errors,
+// and the default (auto) picks the GPU only where one is visible.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -46,7 +47,20 @@ TEST(DeviceFlag, UnbuiltAndUnknownDevicesAreClearErrors) {
   }
   const auto unknown = zero::testing::run_cli("train --device tpu --steps 1");
   EXPECT_NE(unknown.exit_code, 0);
-  EXPECT_NE(unknown.output.find("use cpu, sim or cuda"), std::string::npos) << unknown.output;
+  EXPECT_NE(unknown.output.find("use auto, cpu, sim or cuda"), std::string::npos) << unknown.output;
+}
+
+TEST(DeviceFlag, AutoTrainsOnTheGpuWhenOneIsVisibleElseOnTheCpu) {
+  // The default is auto: cuda where this build has CUDA and the machine a GPU, else cpu.
+  const auto plain = zero::testing::run_cli("train --steps 1 --seq-len 16");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const bool gpu = plain.output.find("device: cuda") != std::string::npos;
+  EXPECT_TRUE(gpu || plain.output.find("device: cpu (--device auto)") != std::string::npos)
+      << plain.output;
+  // Named explicitly, it is what was asked for.
+  const auto cpu = zero::testing::run_cli("train --device cpu --steps 1 --seq-len 16");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  EXPECT_NE(cpu.output.find("device: cpu\n"), std::string::npos) << cpu.output;
 }
 
 }  // namespace
