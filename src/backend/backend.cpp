@@ -87,6 +87,29 @@ double Backend::elapsed_seconds(const Event& start, const Event& end) {
   return std::chrono::duration<double>(to->at - from->at).count();
 }
 
+namespace {
+// sum = a + b through the unfused ops (sum may already be a).
+void add_into(Backend& backend, Tensor& sum, const Tensor& a, const Tensor& b) {
+  const bool in_place = sum.raw_data() == a.raw_data() && sum.shape() == a.shape() &&
+                        sum.dtype() == a.dtype() && sum.strides() == a.strides();
+  if (!in_place) backend.copy(sum, a);
+  backend.add(sum, b, 1.0);
+}
+}  // namespace
+
+void Backend::add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd,
+                                    const Tensor& a, const Tensor& b, const Tensor& weight,
+                                    const Tensor* bias, double eps) {
+  add_into(*this, sum, a, b);
+  layernorm_forward(y, mean, rstd, sum, weight, bias, eps);
+}
+
+void Backend::add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a,
+                                  const Tensor& b, const Tensor& weight, double eps) {
+  add_into(*this, sum, a, b);
+  rmsnorm_forward(y, rstd, sum, weight, eps);
+}
+
 double Backend::squared_norm(const Tensor& x) {
   Tensor out = empty({1}, DType::kF64, MemoryCategory::kWorkspace);
   sum_squares(out, x, false);

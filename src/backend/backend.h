@@ -143,6 +143,19 @@ class Backend {
   virtual void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
                                 const Tensor& weight, const Tensor& rstd) = 0;
 
+  // ---- a residual add fused with the normalisation after it -----------------------------------
+  // sum = a + b, rounded to sum's dtype exactly as add(sum, b, 1) rounds it, then the norm of the
+  // stored sum exactly as layernorm_forward / rmsnorm_forward compute it: the pre-norm block's
+  // "x1 = x + attention(x); h = norm(x1)" in one pass over the rows on a device instead of an
+  // add pass and a norm pass. sum may be a (in place); a, b, sum and y share shape and dtype.
+  // The defaults run copy/add and the norm op (the CPU backends keep them: the oracle's
+  // sequence); a device backend overrides them with one kernel.
+  virtual void add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd,
+                                     const Tensor& a, const Tensor& b, const Tensor& weight,
+                                     const Tensor* bias, double eps);
+  virtual void add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a,
+                                   const Tensor& b, const Tensor& weight, double eps);
+
   // ---- activations ---------------------------------------------------------------------------
   // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Any shape, contiguous.
   virtual void gelu_forward(Tensor& y, const Tensor& x) = 0;

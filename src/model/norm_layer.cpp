@@ -21,6 +21,23 @@ Tensor NormLayer::forward(backend::Backend& backend, const Tensor& x, const Tens
   return y;
 }
 
+Tensor NormLayer::forward_after_add(backend::Backend& backend, Tensor& x, const Tensor& residual,
+                                   const Tensor& weight, const Tensor* bias, bool training) {
+  const int64_t rows = x.size(0);
+  const DType stats = backend::stats_dtype(x.dtype());
+  Tensor y = backend.empty(x.shape(), x.dtype(), MemoryCategory::kActivations);
+  Tensor rstd = backend.empty({rows}, stats, MemoryCategory::kActivations);
+  if (kind_ == NormKind::kLayerNorm) {
+    Tensor mean = backend.empty({rows}, stats, MemoryCategory::kActivations);
+    backend.add_layernorm_forward(x, y, mean, rstd, x, residual, weight, bias, eps_);
+    if (training) mean_ = mean;
+  } else {
+    backend.add_rmsnorm_forward(x, y, rstd, x, residual, weight, eps_);
+  }
+  if (training) rstd_ = rstd;
+  return y;
+}
+
 Tensor NormLayer::backward(backend::Backend& backend, const Tensor& dy, const Tensor& x,
                            const Tensor& weight, Tensor& dweight, Tensor* dbias) {
   ZERO_CHECK(rstd_.defined(), "norm backward without a training forward");

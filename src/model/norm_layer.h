@@ -20,6 +20,10 @@ class NormLayer {
   // y = norm(x) for x[N, C]; saves the statistics when `training`.
   Tensor forward(backend::Backend& backend, const Tensor& x, const Tensor& weight,
                  const Tensor* bias, bool training);
+  // x += residual, then y = norm(x) as forward() computes it, in one backend op
+  // (Backend::add_layernorm_forward / add_rmsnorm_forward): the residual add before a norm.
+  Tensor forward_after_add(backend::Backend& backend, Tensor& x, const Tensor& residual,
+                           const Tensor& weight, const Tensor* bias, bool training);
   // dx = d norm / dx; dweight/dbias accumulate. Frees the statistics.
   Tensor backward(backend::Backend& backend, const Tensor& dy, const Tensor& x,
                   const Tensor& weight, Tensor& dweight, Tensor* dbias);

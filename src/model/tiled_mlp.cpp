@@ -18,10 +18,15 @@ TiledMlp::TiledMlp(const TransformerConfig& config)
 
 void TiledMlp::shard_forward(backend::Backend& be, const Tensor& x1, Tensor* y,
                              const MlpTensors& p, bool save) {
+  const Tensor h2 = norm_.forward(be, x1, p.norm_weight, optional(p.norm_bias), save);
+  shard_after_norm(be, x1, h2, y, p, save);
+}
+
+void TiledMlp::shard_after_norm(backend::Backend& be, const Tensor& x1, const Tensor& h2,
+                                Tensor* y, const MlpTensors& p, bool save) {
   const int64_t rows = x1.size(0);
   const DType dt = x1.dtype();
   const auto act = MemoryCategory::kActivations;
-  Tensor h2 = norm_.forward(be, x1, p.norm_weight, optional(p.norm_bias), save);
   Tensor up = be.empty({rows, p.up.size(0)}, dt, act);
   be.linear_forward(up, h2, p.up, optional(p.up_bias));
   Tensor activated = be.empty({rows, inner_}, dt, act);
@@ -77,6 +82,18 @@ Tensor TiledMlp::forward(backend::Backend& be, const Tensor& x1, const MlpTensor
   return tiles_.forward(be, x1, shards, x1.size(1), x1.dtype(), training,
                         [&](const Tensor& x, Tensor* y, bool save) {
                           shard_forward(be, x, y, params, save);
+                        });
+}
+
+Tensor TiledMlp::forward_after_residual(backend::Backend& be, Tensor& x1, const Tensor& residual,
+                                        const MlpTensors& params, bool training) {
+  const Tensor h2 =
+      norm_.forward_after_add(be, x1, residual, params.norm_weight, optional(params.norm_bias),
+                              training);
+  // One shard: the tiler runs it once and, training, keeps what it saves (no recompute).
+  return tiles_.forward(be, x1, 1, x1.size(1), x1.dtype(), training,
+                        [&](const Tensor& x, Tensor* y, bool save) {
+                          shard_after_norm(be, x, h2, y, params, save);
                         });
 }
 

@@ -39,6 +39,11 @@ class TiledMlp {
   // y [rows, C] for x1 [rows, C] over `shards` row shards (clamped to rows).
   Tensor forward(backend::Backend& backend, const Tensor& x1, const MlpTensors& params,
                  int64_t shards, bool training);
+  // The block's residual add fused with this MLP's norm, for one shard: x1 += residual (in
+  // place: x1 becomes the sum), then forward(x1, 1 shard). One backend op for the add and the
+  // norm (Backend::add_layernorm_forward / add_rmsnorm_forward) instead of two passes.
+  Tensor forward_after_residual(backend::Backend& backend, Tensor& x1, const Tensor& residual,
+                                const MlpTensors& params, bool training);
   // d x1 for dy = d y (the residual included); gradients accumulate (+=) into `grads`.
   Tensor backward(backend::Backend& backend, const Tensor& dy, const MlpTensors& params,
                   MlpTensors& grads);
@@ -50,6 +55,9 @@ class TiledMlp {
   // One shard (or all rows) forward: see SequenceTiledCompute::ShardForward.
   void shard_forward(backend::Backend& backend, const Tensor& x1, Tensor* y,
                      const MlpTensors& params, bool save);
+  // The rest of a shard's forward once h2 = norm(x1) is known.
+  void shard_after_norm(backend::Backend& backend, const Tensor& x1, const Tensor& h2, Tensor* y,
+                        const MlpTensors& params, bool save);
   Tensor shard_backward(backend::Backend& backend, const Tensor& dy, const MlpTensors& params,
                         MlpTensors& grads);
 

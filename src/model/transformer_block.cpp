@@ -1,5 +1,6 @@
 #include "model/transformer_block.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "comm/comm.h"
@@ -249,12 +250,18 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   const bool out_bias_here = config_.attn_out_bias && adds_row_parallel_bias(tp_group);
   be.linear_forward(x1, attn, param(idx_.out_weight), out_bias_here ? &out_bias : nullptr);
   tensor_parallel_all_reduce(tp_group, x1);
-  be.add(x1, x, 1.0);
 
-  const int64_t mlp_shards =
-      resolve_mlp_shards(ctx.sequence_tiling.mlp_shards, seq_len_, config_.hidden_size);
+  const int64_t mlp_shards = std::min(
+      rows, resolve_mlp_shards(ctx.sequence_tiling.mlp_shards, seq_len_, config_.hidden_size));
   mlp_.set_tensor_group(tp_group);
-  Tensor y = mlp_.forward(be, x1, mlp_params(), mlp_shards, ctx.training);
+  Tensor y;
+  if (mlp_shards <= 1) {
+    // The residual add and the MLP's norm in one op (x1 becomes x1 + x).
+    y = mlp_.forward_after_residual(be, x1, x, mlp_params(), ctx.training);
+  } else {
+    be.add(x1, x, 1.0);
+    y = mlp_.forward(be, x1, mlp_params(), mlp_shards, ctx.training);
+  }
 
   if (ctx.training) {
     x_ = x;

@@ -300,6 +300,72 @@ TEST_F(CudaOps, NormsMatchTheCpuAndTheirWeightGradientsAreDeterministic) {
   }
 }
 
+// The residual add fused into the norm (add_layernorm_forward / add_rmsnorm_forward): against
+// the CPU oracle (which runs add, then the norm), in place (sum over a) and into its own buffer;
+// and on the GPU bit-identical to its own unfused add + norm.
+TEST_F(CudaOps, ResidualAddFusedWithTheNormMatchesAddThenNorm) {
+  const int64_t rows = 300, channels = 197;
+  for (DType dtype : kStorageTypes) {
+    for (bool layernorm : {true, false}) {
+      for (bool in_place : {true, false}) {
+        const std::vector<float> a = random_values(rows * channels, 50, -2.0f, 2.0f);
+        const std::vector<float> r = random_values(rows * channels, 51, -2.0f, 2.0f);
+        const std::vector<float> w = random_values(channels, 52), b = random_values(channels, 53);
+        std::vector<double> res[2][4];
+        std::vector<uint8_t> unfused_bits[2], fused_bits[2];
+        int slot = 0;
+        for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+          Tensor ta = upload(*be, a, {rows, channels}, dtype);
+          Tensor tr = upload(*be, r, {rows, channels}, dtype);
+          Tensor tw = upload(*be, w, {channels}, dtype), tb = upload(*be, b, {channels}, dtype);
+          Tensor own = be->empty({rows, channels}, dtype, MemoryCategory::kOther);
+          be->fill(own, kNaN);
+          Tensor& sum = in_place ? ta : own;
+          Tensor y = be->empty({rows, channels}, dtype, MemoryCategory::kOther);
+          Tensor mean = be->zeros({rows}, DType::kF32, MemoryCategory::kOther);
+          Tensor rstd = be->empty({rows}, DType::kF32, MemoryCategory::kOther);
+          be->fill(y, kNaN);
+          be->fill(rstd, kNaN);
+          if (layernorm) {
+            be->add_layernorm_forward(sum, y, mean, rstd, ta, tr, tw, &tb, 1e-5);
+          } else {
+            be->add_rmsnorm_forward(sum, y, rstd, ta, tr, tw, 1e-6);
+          }
+          res[slot][0] = download(*be, sum);
+          res[slot][1] = download(*be, y);
+          res[slot][2] = download(*be, mean);
+          res[slot][3] = download(*be, rstd);
+          if (be == &gpu()) {
+            fused_bits[0] = download_bytes(*be, sum);
+            fused_bits[1] = download_bytes(*be, y);
+            // The unfused GPU sequence from the same inputs.
+            Tensor a2 = upload(*be, a, {rows, channels}, dtype);
+            be->add(a2, tr, 1.0);
+            Tensor y2 = be->empty({rows, channels}, dtype, MemoryCategory::kOther);
+            if (layernorm) {
+              be->layernorm_forward(y2, mean, rstd, a2, tw, &tb, 1e-5);
+            } else {
+              be->rmsnorm_forward(y2, rstd, a2, tw, 1e-6);
+            }
+            unfused_bits[0] = download_bytes(*be, a2);
+            unfused_bits[1] = download_bytes(*be, y2);
+          }
+          ++slot;
+        }
+        const std::string what = std::string(layernorm ? "add+layernorm " : "add+rmsnorm ") +
+                                 dtype_name(dtype) + (in_place ? " in place" : "");
+        EXPECT_EQ(fused_bits[0], unfused_bits[0]) << what << ": sum differs from add()";
+        EXPECT_EQ(fused_bits[1], unfused_bits[1]) << what << ": y differs from add() then the norm";
+        // The sum: one rounding of an exact f32 sum, as the CPU's add. The norm: as the norm test.
+        expect_close(res[0][0], res[1][0], storage_tolerance(dtype, 0.0, 0.0), what + " sum");
+        expect_close(res[0][1], res[1][1], storage_tolerance(dtype, 2e-5, 5e-5), what + " y");
+        expect_close(res[0][2], res[1][2], Tolerance{1e-5, 1e-6}, what + " mean");
+        expect_close(res[0][3], res[1][3], Tolerance{1e-5, 1e-6}, what + " rstd");
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, ActivationsMatchTheCpu) {
   const int64_t rows = 33, inner = 95;
   for (DType dtype : kStorageTypes) {

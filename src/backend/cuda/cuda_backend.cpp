@@ -415,6 +415,22 @@ void CudaBackend::layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const
                                  x.dtype(), rows, channels, static_cast<float>(eps), current());
 }
 
+void CudaBackend::add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd,
+                                        const Tensor& a, const Tensor& b, const Tensor& weight,
+                                        const Tensor* bias, double eps) {
+  const Checks check(device(), "add_layernorm_forward");
+  int64_t rows = 0, channels = 0;
+  check_norm(check, a, weight, bias, {&mean, &rstd}, &rows, &channels);
+  check_like_x(check, y, a, "y");
+  check_like_x(check, sum, a, "sum");
+  check_like_x(check, b, a, "b");
+  cuda::launch_layernorm_forward(y.raw_data(), static_cast<float*>(mean.raw_data()),
+                                 static_cast<float*>(rstd.raw_data()), a.raw_data(),
+                                 weight.raw_data(), bias != nullptr ? bias->raw_data() : nullptr,
+                                 a.dtype(), rows, channels, static_cast<float>(eps), current(),
+                                 sum.raw_data(), b.raw_data());
+}
+
 void CudaBackend::layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
                                      const Tensor& x, const Tensor& weight, const Tensor& mean,
                                      const Tensor& rstd) {
@@ -447,6 +463,19 @@ void CudaBackend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, cons
   cuda::launch_rmsnorm_forward(y.raw_data(), static_cast<float*>(rstd.raw_data()), x.raw_data(),
                                weight.raw_data(), x.dtype(), rows, channels,
                                static_cast<float>(eps), current());
+}
+
+void CudaBackend::add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a,
+                                      const Tensor& b, const Tensor& weight, double eps) {
+  const Checks check(device(), "add_rmsnorm_forward");
+  int64_t rows = 0, channels = 0;
+  check_norm(check, a, weight, nullptr, {&rstd}, &rows, &channels);
+  check_like_x(check, y, a, "y");
+  check_like_x(check, sum, a, "sum");
+  check_like_x(check, b, a, "b");
+  cuda::launch_rmsnorm_forward(y.raw_data(), static_cast<float*>(rstd.raw_data()), a.raw_data(),
+                               weight.raw_data(), a.dtype(), rows, channels,
+                               static_cast<float>(eps), current(), sum.raw_data(), b.raw_data());
 }
 
 void CudaBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,

@@ -79,6 +79,11 @@ class CudaBackend final : public Backend {
   void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
                           const Tensor& x, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd) override;
+  void add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& a,
+                             const Tensor& b, const Tensor& weight, const Tensor* bias,
+                             double eps) override;
+  void add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b,
+                           const Tensor& weight, double eps) override;
   void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
                        double eps) override;
   void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,

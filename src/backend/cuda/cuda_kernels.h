@@ -89,15 +89,19 @@ void launch_embedding_backward(void* dtable, const void* dout, DType dtype, cons
 // atomics.
 inline constexpr int64_t kNormRowBlock = 64;
 size_t norm_backward_scratch_bytes(int64_t rows, int64_t channels, bool with_bias);
+// With `residual`: sum = x + residual (stored, rounded to dtype) is what gets normalised - the
+// residual add fused into the norm's pass; sum may be x.
 void launch_layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* weight,
                               const void* bias, DType dtype, int64_t rows, int64_t channels,
-                              float eps, cudaStream_t stream);
+                              float eps, cudaStream_t stream, void* sum = nullptr,
+                              const void* residual = nullptr);
 void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void* dy, const void* x,
                                const void* weight, const float* mean, const float* rstd,
                                DType dtype, int64_t rows, int64_t channels, void* scratch,
                                cudaStream_t stream);
 void launch_rmsnorm_forward(void* y, float* rstd, const void* x, const void* weight, DType dtype,
-                            int64_t rows, int64_t channels, float eps, cudaStream_t stream);
+                            int64_t rows, int64_t channels, float eps, cudaStream_t stream,
+                            void* sum = nullptr, const void* residual = nullptr);
 void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void* x,
                              const void* weight, const float* rstd, DType dtype, int64_t rows,
                              int64_t channels, void* scratch, cudaStream_t stream);

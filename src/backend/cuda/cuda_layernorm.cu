@@ -7,13 +7,24 @@
 namespace zero::backend::cuda {
 namespace {
 
+// With a residual: the row x + residual is first stored to `sum` (rounded to T as the add op
+// rounds it) and normalised from there; each thread reads back only what it wrote.
 template <typename T>
 __global__ void layernorm_forward_kernel(T* y, float* mean_out, float* rstd_out, const T* x,
                                          const T* weight, const T* bias, int64_t rows,
-                                         int64_t channels, float eps) {
+                                         int64_t channels, float eps, T* sum_out,
+                                         const T* residual) {
   __shared__ float shared[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * channels;
+    if (residual != nullptr) {
+      T* stored = sum_out + r * channels;
+      const T* res = residual + r * channels;
+      for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
+        store_f32(stored, i, load_f32(row, i) + load_f32(res, i));
+      }
+      row = stored;
+    }
     float sum = 0.0f;
     for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) sum += load_f32(row, i);
     const float m = block_sum(sum, shared) / static_cast<float>(channels);
@@ -91,13 +102,14 @@ size_t norm_backward_scratch_bytes(int64_t rows, int64_t channels, bool with_bia
 
 void launch_layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* weight,
                               const void* bias, DType dtype, int64_t rows, int64_t channels,
-                              float eps, cudaStream_t stream) {
+                              float eps, cudaStream_t stream, void* sum, const void* residual) {
   if (rows == 0) return;
   dispatch_storage(dtype, "layernorm_forward", [&](auto tag) {
     using T = decltype(tag);
     layernorm_forward_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
         static_cast<T*>(y), mean, rstd, static_cast<const T*>(x), static_cast<const T*>(weight),
-        static_cast<const T*>(bias), rows, channels, eps);
+        static_cast<const T*>(bias), rows, channels, eps, static_cast<T*>(sum),
+        static_cast<const T*>(residual));
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

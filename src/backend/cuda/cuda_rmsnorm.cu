@@ -5,12 +5,23 @@
 namespace zero::backend::cuda {
 namespace {
 
+// With a residual: x + residual is stored to `sum` first and normalised from there (as in
+// cuda_layernorm.cu).
 template <typename T>
 __global__ void rmsnorm_forward_kernel(T* y, float* rstd_out, const T* x, const T* weight,
-                                       int64_t rows, int64_t channels, float eps) {
+                                       int64_t rows, int64_t channels, float eps, T* sum_out,
+                                       const T* residual) {
   __shared__ float shared[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * channels;
+    if (residual != nullptr) {
+      T* stored = sum_out + r * channels;
+      const T* res = residual + r * channels;
+      for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
+        store_f32(stored, i, load_f32(row, i) + load_f32(res, i));
+      }
+      row = stored;
+    }
     float sum = 0.0f;
     for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
       const float v = load_f32(row, i);
@@ -63,13 +74,14 @@ __global__ void rmsnorm_partials_kernel(float* partial, const T* dy, const T* x,
 }  // namespace
 
 void launch_rmsnorm_forward(void* y, float* rstd, const void* x, const void* weight, DType dtype,
-                            int64_t rows, int64_t channels, float eps, cudaStream_t stream) {
+                            int64_t rows, int64_t channels, float eps, cudaStream_t stream,
+                            void* sum, const void* residual) {
   if (rows == 0) return;
   dispatch_storage(dtype, "rmsnorm_forward", [&](auto tag) {
     using T = decltype(tag);
     rmsnorm_forward_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
         static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(weight), rows,
-        channels, eps);
+        channels, eps, static_cast<T*>(sum), static_cast<const T*>(residual));
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

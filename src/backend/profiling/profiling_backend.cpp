@@ -197,6 +197,21 @@ void ProfilingBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tenso
         [&] { inner_->rmsnorm_backward(dx, dweight, dy, x, weight, rstd); });
 }
 
+// The fused ops are timed as one call (the inner backend may still run them as several).
+void ProfilingBackend::add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd,
+                                             const Tensor& a, const Tensor& b,
+                                             const Tensor& weight, const Tensor* bias,
+                                             double eps) {
+  timed("add_layernorm_forward", [&] { return elementwise(shapes({{"a", &a}}), a); },
+        [&] { inner_->add_layernorm_forward(sum, y, mean, rstd, a, b, weight, bias, eps); });
+}
+
+void ProfilingBackend::add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a,
+                                           const Tensor& b, const Tensor& weight, double eps) {
+  timed("add_rmsnorm_forward", [&] { return elementwise(shapes({{"a", &a}}), a); },
+        [&] { inner_->add_rmsnorm_forward(sum, y, rstd, a, b, weight, eps); });
+}
+
 void ProfilingBackend::gelu_forward(Tensor& y, const Tensor& x) {
   timed("gelu_forward", [&] { return elementwise(shapes({{"x", &x}}), x); },
         [&] { inner_->gelu_forward(y, x); });

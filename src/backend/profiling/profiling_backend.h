@@ -75,6 +75,11 @@ class ProfilingBackend final : public Backend {
                        double eps) override;
   void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
                         const Tensor& weight, const Tensor& rstd) override;
+  void add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& a,
+                             const Tensor& b, const Tensor& weight, const Tensor* bias,
+                             double eps) override;
+  void add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b,
+                           const Tensor& weight, double eps) override;
   void gelu_forward(Tensor& y, const Tensor& x) override;
   void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) override;
   void swiglu_forward(Tensor& y, const Tensor& gate_up) override;
