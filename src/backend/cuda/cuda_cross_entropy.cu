@@ -1,5 +1,7 @@
-// Fused softmax cross-entropy over logits[N, V], one block per row, streaming the row three
-// times (max; sum of exp in f64; the gradient) and never storing probabilities. The loss is
+// Fused softmax cross-entropy over logits[N, V], one block per row, streaming the row twice
+// (max and sum of exp in f64 together, online; the gradient) and never storing probabilities.
+// The sum differs from the CPU's exp(x - max) terms by the rescaling's f32 roundings (a few
+// ulps relative). The loss is
 // (max - x_target) + log(sum), formed in f64 as the CPU forms it. dlogits may be the logits
 // buffer: x_target is read before any write, and the last pass reads each element just before
 // the same thread overwrites it. Targets are validated on the device (KernelErrorSlot).
@@ -34,14 +36,22 @@ __global__ void cross_entropy_kernel(L* losses, T* dlogits, const T* logits, con
       continue;
     }
     const float x_target = load_f32(x, target);
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) m = fmaxf(m, load_f32(x, j));
-    m = block_max(m, shared_f);
-    double sum = 0.0;
+    // One pass for the max and the sum of exponentials (online: each thread's sum is rescaled
+    // when its running max grows), then each thread's sum moved to the block's max.
+    float m_own = -INFINITY;
+    double sum_own = 0.0;
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-      sum += static_cast<double>(expf(load_f32(x, j) - m));
+      const float v = load_f32(x, j);
+      if (v > m_own) {
+        sum_own = sum_own * static_cast<double>(expf(m_own - v)) + 1.0;  // expf(-inf) = 0
+        m_own = v;
+      } else if (m_own != -INFINITY) {  // (-inf logits before any finite one add nothing)
+        sum_own += static_cast<double>(expf(v - m_own));
+      }
     }
-    sum = block_sum(sum, shared_d);
+    const float m = block_max(m_own, shared_f);
+    const double moved = sum_own == 0.0 ? 0.0 : sum_own * static_cast<double>(expf(m_own - m));
+    const double sum = block_sum(moved, shared_d);
     if (threadIdx.x == 0) {
       const double loss = (static_cast<double>(m) - static_cast<double>(x_target)) + log(sum);
       store_f32(losses, r, static_cast<float>(loss));
