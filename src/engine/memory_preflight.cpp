@@ -37,13 +37,26 @@ std::string fixes(const MemoryPreflightRequest& r) {
                          : "");
 }
 
+// What one rank of a pipeline stage and tensor-parallel slice holds: the largest stage's blocks
+// (ceil(layers / stages)) as a model of that depth, embedding and head included.
+model::TransformerConfig stage_config(const model::TransformerConfig& config, int64_t stages) {
+  model::TransformerConfig stage = config;
+  stage.num_layers = (config.num_layers + stages - 1) / stages;
+  return stage;
+}
+
 MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPreflightRequest& r,
                     const sharding::ZeroOptions& options) {
+  const int64_t model_ranks = r.pipeline_stages * r.tensor_parallel;
+  const int64_t data_ranks = r.world_size / model_ranks;
+  const model::TransformerConfig stage = stage_config(config, r.pipeline_stages);
   sharding::EstimateShape shape;
-  shape.total_params = config.num_parameters();
-  shape.largest_layer_params = sharding::largest_layer_params(config);
-  shape.gpus_per_node = r.ranks_on_this_machine;
-  shape.num_nodes = (r.world_size + r.ranks_on_this_machine - 1) / r.ranks_on_this_machine;
+  shape.total_params = (stage.num_parameters() + r.tensor_parallel - 1) / r.tensor_parallel;
+  shape.largest_layer_params =
+      (sharding::largest_layer_params(config) + r.tensor_parallel - 1) / r.tensor_parallel;
+  // ZeRO partitions over the data-parallel ranks of the stage and slice.
+  shape.gpus_per_node = std::min(r.ranks_on_this_machine, data_ranks);
+  shape.num_nodes = (data_ranks + shape.gpus_per_node - 1) / shape.gpus_per_node;
   const sharding::ModelStateMemory states = sharding::estimate_model_states(shape, options);
 
   MemoryNeed need;
@@ -52,6 +65,7 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
                                   : states.gpu_bytes;
   // Unless it is built partitioned (zero.Init), every rank first builds the whole model
   // (parameters and gradients) before ZeRO partitions it, so that is a floor whatever the stage.
+  // (With pipeline or tensor parallelism a rank builds only its stage's slice.)
   const int64_t whole_model =
       r.builds_partitioned ? 0 : checked_product({shape.total_params, 2, r.param_bytes}, kWhat);
   need.model_state_bytes = std::max(partitioned, whole_model);
@@ -67,9 +81,12 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   settings.tiled_logits_shards = r.tiled_logits_shards;
   settings.sequence_parallel = r.sequence_parallel;
   settings.cpu_checkpointing = r.cpu_checkpointing && r.activation_checkpointing;
-  const sharding::ActivationMemory activations = sharding::estimate_activations(config, settings);
-  need.activation_bytes = activations.peak_bytes;
-  need.checkpoint_host_bytes = activations.host_bytes;
+  const sharding::ActivationMemory activations = sharding::estimate_activations(stage, settings);
+  // 1F1B: the first stage holds this many micro-batches' activations before its first backward.
+  const int64_t in_flight =
+      r.pipeline_stages > 1 ? std::min(r.pipeline_stages, r.gradient_accumulation) : 1;
+  need.activation_bytes = checked_product({activations.peak_bytes, in_flight}, kWhat);
+  need.checkpoint_host_bytes = checked_product({activations.host_bytes, in_flight}, kWhat);
 
   if (options.offload_optimizer != sharding::OffloadDevice::kNone) {
     need.offloaded_bytes = states.cpu_bytes;
@@ -103,6 +120,11 @@ MemoryNeed estimate_training_memory(const model::TransformerConfig& config,
               ") must be at least 1 and divide --seq-len (" + std::to_string(r.seq_len) + ")");
   require(r.tiled_mlp_shards >= 0 && r.tiled_logits_shards >= 0,
           "--tiled-mlp and --tiled-logits must be auto, off or a shard count");
+  require(r.pipeline_stages >= 1 && r.tensor_parallel >= 1 && r.gradient_accumulation >= 1 &&
+              r.world_size % (r.pipeline_stages * r.tensor_parallel) == 0,
+          "the world size (" + std::to_string(r.world_size) + ") must be a multiple of the " +
+              "pipeline stages (" + std::to_string(r.pipeline_stages) + ") times the " +
+              "tensor-parallel size (" + std::to_string(r.tensor_parallel) + ")");
   config.validate("model config");
   const sharding::ZeroOptions options{r.zero_stage, r.offload_optimizer, r.offload_param,
                                       r.builds_partitioned};

@@ -32,6 +32,14 @@ struct MemoryPreflightRequest {
   sharding::OffloadDevice offload_param = sharding::OffloadDevice::kNone;
   // The model is built partitioned (zero.Init at stage 3): no rank ever holds it whole.
   bool builds_partitioned = false;
+  // 3D parallelism (world_size = pipeline_stages x tensor_parallel x data-parallel ranks): a rank
+  // holds one pipeline stage (the largest counts: ceil(layers / stages) blocks, with the
+  // embedding and the head as if every stage had them) and 1/tensor_parallel of its weights;
+  // ZeRO partitions over the data-parallel ranks only; 1F1B keeps the activations of up to
+  // min(stages, gradient_accumulation) micro-batches in the first stage at once.
+  int64_t pipeline_stages = 1;
+  int64_t tensor_parallel = 1;
+  int64_t gradient_accumulation = 1;  // gradient_accumulation_steps (the pipeline's micro-batches)
 };
 
 // What the estimate found, in bytes.

@@ -313,6 +313,9 @@ int run_train(const Args& args) {
   // Stage 3 without tensor or pipeline parallelism builds the model partitioned (zero.Init).
   const bool zero_init = settings.zero.stage == 3 && !parallel.tensor_parallel() && !parallel.pipelined();
   need.builds_partitioned = zero_init;
+  need.pipeline_stages = mesh_shape.pp;
+  need.tensor_parallel = mesh_shape.tp;
+  need.gradient_accumulation = settings.gradient_accumulation_steps;
   engine::check_training_memory(shape, need);
 
   const int64_t profile_kernels_step = parser.get_int("profile-kernels");

@@ -176,3 +176,64 @@ TEST(MemoryPreflight, PartitionedBuildDropsTheWholeModelFloor) {
 
 }  // namespace
 }  // namespace zero::engine
+
+namespace zero::engine {
+namespace {
+
+// 3D parallelism: a rank holds one pipeline stage's blocks and a 1/tp slice of their weights,
+// ZeRO partitions over the data-parallel ranks only, and 1F1B keeps several micro-batches'
+// activations in the first stage. Before, the preflight charged every rank the whole model.
+TEST(MemoryPreflight, PipelineAndTensorParallelRanksHoldTheirShare) {
+  const model::TransformerConfig config = model::preset_config("llama-1b-mha");  // 16 layers
+  MemoryPreflightRequest whole;
+  whole.micro_batch = 1;
+  whole.seq_len = 512;
+  whole.world_size = 8;
+  whole.ranks_on_this_machine = 8;
+  whole.gradient_accumulation = 8;
+  MemoryPreflightRequest piped = whole;
+  piped.pipeline_stages = 4;  // 4 blocks a stage
+  MemoryPreflightRequest sliced = piped;
+  sliced.tensor_parallel = 2;  // dp = 1
+  const MemoryNeed a = estimate_training_memory(config, whole);
+  const MemoryNeed b = estimate_training_memory(config, piped);
+  const MemoryNeed c = estimate_training_memory(config, sliced);
+
+  // Stage 0 replicates the states: a rank holds its stage (4 of 16 blocks, embedding and head
+  // counted as if every stage had them), then half of that with tp = 2.
+  model::TransformerConfig stage = config;
+  stage.num_layers = 4;
+  EXPECT_LT(b.model_state_bytes, a.model_state_bytes / 2);
+  EXPECT_GE(b.model_state_bytes, 16 * stage.num_parameters());  // f32: 16 bytes a parameter
+  EXPECT_NEAR(static_cast<double>(c.model_state_bytes), b.model_state_bytes / 2.0,
+              b.model_state_bytes * 1e-6);
+  // Activations: 4 blocks of one micro-batch, times the min(4 stages, 8 micro-batches) in flight.
+  MemoryPreflightRequest one_stage_depth = whole;
+  const MemoryNeed four_blocks = estimate_training_memory(stage, one_stage_depth);
+  EXPECT_EQ(b.activation_bytes, 4 * four_blocks.activation_bytes);
+  MemoryPreflightRequest few = piped;
+  few.gradient_accumulation = 2;  // only 2 micro-batches: 2 in flight
+  EXPECT_EQ(estimate_training_memory(config, few).activation_bytes, 2 * four_blocks.activation_bytes);
+
+  // A machine that cannot hold the unpipelined run holds the pipelined one.
+  const HostMemory machine = machine_with(b.total_bytes + (int64_t{1} << 30));
+  EXPECT_THROW(check_training_memory(config, whole, machine), ConfigError);
+  EXPECT_NO_THROW(check_training_memory(config, piped, machine));
+}
+
+TEST(MemoryPreflight, AWorldThatIsNoMultipleOfTheModelRanksIsRefused) {
+  const model::TransformerConfig config = model::preset_config("tiny");
+  MemoryPreflightRequest r;
+  r.world_size = 6;
+  r.ranks_on_this_machine = 6;
+  r.pipeline_stages = 4;
+  try {
+    estimate_training_memory(config, r);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(has(e.what(), "multiple of the pipeline stages (4)")) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zero::engine
