@@ -265,8 +265,10 @@ void write_shard(const std::string& path, const std::vector<uint32_t>& tokens,
     };
     if (std::fwrite(header, sizeof(int32_t), kHeaderInts, file) != static_cast<size_t>(kHeaderInts))
       fail();
+    // (Empty vectors may have a null data(), which fwrite must not be given.)
     if (wide) {
-      if (std::fwrite(tokens.data(), sizeof(uint32_t), tokens.size(), file) != tokens.size())
+      if (!tokens.empty() &&
+          std::fwrite(tokens.data(), sizeof(uint32_t), tokens.size(), file) != tokens.size())
         fail();
     } else {
       // Narrowed in chunks so a large shard does not need a second full-size copy.
@@ -280,7 +282,8 @@ void write_shard(const std::string& path, const std::vector<uint32_t>& tokens,
           fail();
       }
     }
-    if (mask != nullptr && std::fwrite(mask->data(), 1, mask->size(), file) != mask->size())
+    if (mask != nullptr && !mask->empty() &&
+        std::fwrite(mask->data(), 1, mask->size(), file) != mask->size())
       fail();
   });
 }
