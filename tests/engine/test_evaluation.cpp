@@ -4,8 +4,6 @@
 // the eval data on, so the resumed run's last eval loss differed).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -13,24 +11,15 @@
 #include "engine/data_sources.h"
 #include "engine/trainer.h"
 #include "engine/zero_harness.h"
+#include "tools/shell_runner.h"
 
 namespace zero::engine {
 namespace {
 namespace fs = std::filesystem;
 
-class EvaluationTest : public ::testing::Test {
+class EvaluationTest : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_evaluation_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
+  EvaluationTest() : ScratchDirTest("zero_evaluation_") {}
 
   struct Losses {
     std::vector<double> train;  // per step
@@ -74,7 +63,6 @@ class EvaluationTest : public ::testing::Test {
     return s;
   }
 
-  fs::path dir_;
   int runs_ = 0;
 };
 

@@ -4,8 +4,6 @@
 // the run before the first step with the flag's name.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,6 +14,7 @@
 #include "engine/data_sources.h"
 #include "engine/trainer.h"
 #include "engine/zero_harness.h"
+#include "tools/shell_runner.h"
 #include "model/model_flops.h"
 
 namespace zero::engine {
@@ -26,19 +25,9 @@ constexpr int64_t kMicro = 2;
 constexpr int64_t kGas = 2;
 constexpr int64_t kSeqLen = 8;
 
-class KernelProfileStepTest : public ::testing::Test {
+class KernelProfileStepTest : public zero::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zero_kernel_profile_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
+  KernelProfileStepTest() : ScratchDirTest("zero_kernel_profile_") {}
 
   struct Trained {
     std::vector<double> losses;
@@ -80,7 +69,6 @@ class KernelProfileStepTest : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
   int runs_ = 0;
   model::TransformerConfig config_;
 };
