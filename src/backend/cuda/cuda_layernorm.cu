@@ -7,8 +7,7 @@
 namespace zero::backend::cuda {
 namespace {
 
-// With a residual: the row x + residual is first stored to `sum` (rounded to T as the add op
-// rounds it) and normalised from there; each thread reads back only what it wrote.
+// With a residual, the row normalised is x + residual, stored to `sum_out` (norm_input_row).
 template <typename T>
 __global__ void layernorm_forward_kernel(T* y, float* mean_out, float* rstd_out, const T* x,
                                          const T* weight, const T* bias, int64_t rows,
@@ -16,15 +15,7 @@ __global__ void layernorm_forward_kernel(T* y, float* mean_out, float* rstd_out,
                                          const T* residual) {
   __shared__ float shared[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* row = x + r * channels;
-    if (residual != nullptr) {
-      T* stored = sum_out + r * channels;
-      const T* res = residual + r * channels;
-      for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
-        store_f32(stored, i, load_f32(row, i) + load_f32(res, i));
-      }
-      row = stored;
-    }
+    const T* row = norm_input_row(x, sum_out, residual, r, channels);
     float sum = 0.0f;
     for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) sum += load_f32(row, i);
     const float m = block_sum(sum, shared) / static_cast<float>(channels);

@@ -21,6 +21,22 @@ inline unsigned norm_row_grid(int64_t rows) {
   return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
 }
 
+// The fused residual add of the forward norms: with a residual, row r's x + residual is stored
+// to sum_out (rounded to T, as the add op rounds it) and that stored row is what gets
+// normalised; each thread reads back only the elements it wrote. Without one, x's row.
+template <typename T>
+__device__ __forceinline__ const T* norm_input_row(const T* x, T* sum_out, const T* residual,
+                                                   int64_t r, int64_t channels) {
+  const T* row = x + r * channels;
+  if (residual == nullptr) return row;
+  T* stored = sum_out + r * channels;
+  const T* res = residual + r * channels;
+  for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
+    store_f32(stored, i, load_f32(row, i) + load_f32(res, i));
+  }
+  return stored;
+}
+
 // grad[c] += partial[0][c] + partial[1][c] + ... (one f32 addition per block, in block order).
 template <typename T>
 __global__ void norm_finish_kernel(T* grad, const float* partial, int64_t blocks,

@@ -5,23 +5,14 @@
 namespace zero::backend::cuda {
 namespace {
 
-// With a residual: x + residual is stored to `sum` first and normalised from there (as in
-// cuda_layernorm.cu).
+// With a residual, the row normalised is x + residual, stored to `sum_out` (norm_input_row).
 template <typename T>
 __global__ void rmsnorm_forward_kernel(T* y, float* rstd_out, const T* x, const T* weight,
                                        int64_t rows, int64_t channels, float eps, T* sum_out,
                                        const T* residual) {
   __shared__ float shared[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* row = x + r * channels;
-    if (residual != nullptr) {
-      T* stored = sum_out + r * channels;
-      const T* res = residual + r * channels;
-      for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
-        store_f32(stored, i, load_f32(row, i) + load_f32(res, i));
-      }
-      row = stored;
-    }
+    const T* row = norm_input_row(x, sum_out, residual, r, channels);
     float sum = 0.0f;
     for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
       const float v = load_f32(row, i);
