@@ -6,33 +6,33 @@ namespace zero::model {
 
 Tensor NormLayer::forward(backend::Backend& backend, const Tensor& x, const Tensor& weight,
                           const Tensor* bias, bool training) {
-  const int64_t rows = x.size(0);
-  const DType stats = backend::stats_dtype(x.dtype());
-  Tensor y = backend.empty(x.shape(), x.dtype(), MemoryCategory::kActivations);
-  Tensor rstd = backend.empty({rows}, stats, MemoryCategory::kActivations);
-  if (kind_ == NormKind::kLayerNorm) {
-    Tensor mean = backend.empty({rows}, stats, MemoryCategory::kActivations);
-    backend.layernorm_forward(y, mean, rstd, x, weight, bias, eps_);
-    if (training) mean_ = mean;
-  } else {
-    backend.rmsnorm_forward(y, rstd, x, weight, eps_);
-  }
-  if (training) rstd_ = rstd;
-  return y;
+  return normalize(backend, x, nullptr, weight, bias, training);
 }
 
 Tensor NormLayer::forward_after_add(backend::Backend& backend, Tensor& x, const Tensor& residual,
                                    const Tensor& weight, const Tensor* bias, bool training) {
+  return normalize(backend, x, &residual, weight, bias, training);
+}
+
+Tensor NormLayer::normalize(backend::Backend& backend, const Tensor& x, const Tensor* residual,
+                            const Tensor& weight, const Tensor* bias, bool training) {
+  Tensor sum = x;  // with a residual the sum is written over x (the same storage)
   const int64_t rows = x.size(0);
   const DType stats = backend::stats_dtype(x.dtype());
   Tensor y = backend.empty(x.shape(), x.dtype(), MemoryCategory::kActivations);
   Tensor rstd = backend.empty({rows}, stats, MemoryCategory::kActivations);
   if (kind_ == NormKind::kLayerNorm) {
     Tensor mean = backend.empty({rows}, stats, MemoryCategory::kActivations);
-    backend.add_layernorm_forward(x, y, mean, rstd, x, residual, weight, bias, eps_);
+    if (residual != nullptr) {
+      backend.add_layernorm_forward(sum, y, mean, rstd, x, *residual, weight, bias, eps_);
+    } else {
+      backend.layernorm_forward(y, mean, rstd, x, weight, bias, eps_);
+    }
     if (training) mean_ = mean;
+  } else if (residual != nullptr) {
+    backend.add_rmsnorm_forward(sum, y, rstd, x, *residual, weight, eps_);
   } else {
-    backend.add_rmsnorm_forward(x, y, rstd, x, residual, weight, eps_);
+    backend.rmsnorm_forward(y, rstd, x, weight, eps_);
   }
   if (training) rstd_ = rstd;
   return y;

@@ -33,6 +33,10 @@ class NormLayer {
   }
 
  private:
+  // y = norm(x), or with a residual norm(x + residual) with the sum written over x.
+  Tensor normalize(backend::Backend& backend, const Tensor& x, const Tensor* residual,
+                   const Tensor& weight, const Tensor* bias, bool training);
+
   NormKind kind_ = NormKind::kLayerNorm;
   double eps_ = 1e-5;
   Tensor mean_;
