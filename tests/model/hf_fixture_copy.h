@@ -1,5 +1,6 @@
-// Test helper: a copy of a Hugging Face fixture folder (../shared/fixtures/hf/<folder>) under
-// `parent` whose weights were rewritten by `edit` (name -> tensor list), for tests of bad folders.
+// Test helpers for the Hugging Face fixtures: a copy of a fixture folder
+// (../shared/fixtures/hf/<folder>) under `parent` whose weights were rewritten by `edit` (name ->
+// tensor list), for tests of bad folders; our gradients in HF's transposed layout.
 #pragma once
 #include <filesystem>
 #include <functional>
@@ -15,6 +16,17 @@ namespace zero::model::testing {
 
 inline std::string hf_fixture(const std::string& folder) {
   return std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder;
+}
+
+// `ours` (an f64 host [out, in] gradient) in Hugging Face's transposed [in, out] layout (GPT-2's
+// Conv1D weights), to compare with a dump element by element.
+inline Tensor in_hf_transposed_layout(const Tensor& ours, const Shape& hf_shape) {
+  Tensor t = Tensor::zeros_host(hf_shape, DType::kF64);
+  const int64_t rows = hf_shape[0], cols = hf_shape[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) t.data<double>()[r * cols + c] = ours.data<double>()[c * rows + r];
+  }
+  return t;
 }
 
 using TensorList = std::vector<std::pair<std::string, Tensor>>;

@@ -17,6 +17,7 @@
 #include "core/host_convert.h"
 #include "io/safetensors_reader.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_fixture_copy.h"
 #include "support/gradcheck.h"
 
 namespace zero::model {
@@ -53,22 +54,15 @@ Errors compare_with_dump(backend::Backend& backend, const std::string& folder, D
   model->backward(ctx, 1.0);
 
   Errors e;
-  e.logits = testing::relative_error(converted_host(logits, DType::kF64), reference.tensor("logits"));
-  const double ref_loss = testing::value_at(reference.tensor("loss"), 0);
+  e.logits = zero::testing::relative_error(converted_host(logits, DType::kF64), reference.tensor("logits"));
+  const double ref_loss = zero::testing::value_at(reference.tensor("loss"), 0);
   e.loss = std::abs(loss - ref_loss) / std::abs(ref_loss);
   for (Parameter* p : model->parameters()) {
     Tensor ref = reference.tensor("grad." + p->spec.name);
     Tensor ours = host_f64(backend, p->grad);
-    if (p->spec.hf_layout == HfLayout::kTransposed) {
-      // The dump is in HF's [in, out] layout (GPT-2's Conv1D); ours is [out, in].
-      Tensor t = Tensor::zeros_host(ref.shape(), DType::kF64);
-      const int64_t rows = ref.size(0), cols = ref.size(1);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) t.data<double>()[r * cols + c] = ours.data<double>()[c * rows + r];
-      }
-      ours = t;
-    }
-    e.grads = std::max(e.grads, testing::relative_error(ours, ref));
+    // The dump is in HF's layout: [in, out] for GPT-2's Conv1D weights.
+    if (p->spec.hf_layout == HfLayout::kTransposed) ours = testing::in_hf_transposed_layout(ours, ref.shape());
+    e.grads = std::max(e.grads, zero::testing::relative_error(ours, ref));
   }
   return e;
 }
@@ -90,21 +84,19 @@ class CudaHfReference : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaHfReference, MatchesTheFloat64DumpLikeTheCpuBackend) {
   const Case& c = GetParam();
+  auto check = [&](backend::Backend& backend, const char* where) {
+    const Errors e = compare_with_dump(backend, c.folder, c.dtype);
+    std::printf("%s %s on the %s: logits %.2e, loss %.2e, worst gradient %.2e\n", c.folder,
+                dtype_name(c.dtype), where, e.logits, e.loss, e.grads);
+    EXPECT_LE(e.logits, c.logits_tol) << where;
+    EXPECT_LE(e.loss, c.loss_tol) << where;
+    EXPECT_LE(e.grads, c.grad_tol) << where;
+  };
   backend::CpuBackend cpu;
-  const Errors oracle = compare_with_dump(cpu, c.folder, c.dtype);
-  std::printf("%s %s on the CPU: logits %.2e, loss %.2e, worst gradient %.2e\n", c.folder,
-              dtype_name(c.dtype), oracle.logits, oracle.loss, oracle.grads);
-  EXPECT_LE(oracle.logits, c.logits_tol);
-  EXPECT_LE(oracle.loss, c.loss_tol);
-  EXPECT_LE(oracle.grads, c.grad_tol);
+  check(cpu, "CPU");
   if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   backend::CudaBackend gpu(0);
-  const Errors device = compare_with_dump(gpu, c.folder, c.dtype);
-  std::printf("%s %s on the GPU: logits %.2e, loss %.2e, worst gradient %.2e\n", c.folder,
-              dtype_name(c.dtype), device.logits, device.loss, device.grads);
-  EXPECT_LE(device.logits, c.logits_tol);
-  EXPECT_LE(device.loss, c.loss_tol);
-  EXPECT_LE(device.grads, c.grad_tol);
+  check(gpu, "GPU");
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CudaHfReference,

@@ -10,6 +10,7 @@
 #include "core/host_convert.h"
 #include "io/safetensors_reader.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_fixture_copy.h"
 #include "support/gradcheck.h"
 
 namespace zero::model {
@@ -46,10 +47,10 @@ TEST_P(HfReference, LogitsLossAndEveryGradientMatch) {
 
   const Tensor ref_logits = reference.tensor("logits");
   ASSERT_EQ(logits.numel(), ref_logits.numel());
-  EXPECT_LE(testing::relative_error(testing::converted(logits, DType::kF64), ref_logits),
+  EXPECT_LE(zero::testing::relative_error(zero::testing::converted(logits, DType::kF64), ref_logits),
             c.logits_tol);
   const Tensor stored_loss = reference.tensor("loss");
-  const double ref_loss = testing::value_at(stored_loss, 0);
+  const double ref_loss = zero::testing::value_at(stored_loss, 0);
   EXPECT_NEAR(loss, ref_loss, std::abs(ref_loss) * c.grad_tol);
 
   int checked = 0;
@@ -57,19 +58,10 @@ TEST_P(HfReference, LogitsLossAndEveryGradientMatch) {
     const std::string name = "grad." + p->spec.name;
     ASSERT_TRUE(reference.contains(name)) << name;
     Tensor ref = reference.tensor(name);
-    Tensor ours = testing::converted(p->grad, DType::kF64);
-    if (p->spec.hf_layout == HfLayout::kTransposed) {
-      // The dump is in HF's [in, out] layout; compare element (r, c) with ours (c, r).
-      Tensor t = Tensor::zeros_host(ref.shape(), DType::kF64);
-      const int64_t rows = ref.size(0), cols = ref.size(1);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t col = 0; col < cols; ++col) {
-          t.data<double>()[r * cols + col] = ours.data<double>()[col * rows + r];
-        }
-      }
-      ours = t;
-    }
-    EXPECT_LE(testing::relative_error(ours, ref), c.grad_tol) << p->spec.name;
+    Tensor ours = zero::testing::converted(p->grad, DType::kF64);
+    // The dump is in HF's layout: [in, out] for GPT-2's Conv1D weights.
+    if (p->spec.hf_layout == HfLayout::kTransposed) ours = testing::in_hf_transposed_layout(ours, ref.shape());
+    EXPECT_LE(zero::testing::relative_error(ours, ref), c.grad_tol) << p->spec.name;
     ++checked;
   }
   EXPECT_GT(checked, 10);
