@@ -1,23 +1,19 @@
-// Shared by the CUDA op tests: a fixture that skips without a GPU, host <-> device helpers that
-// move the same values into the CPU oracle and the CUDA backend in any storage dtype, and
-// per-dtype comparisons.
+// Shared by the CUDA op tests: a fixture that skips without a GPU, plus backend_test_values.h's
+// helpers that move the same values into the CPU oracle and the CUDA backend in any storage
+// dtype, and per-dtype comparisons.
 #pragma once
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <memory>
-#include <random>
-#include <string>
-#include <vector>
 
+#include "backend/backend_test_values.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
-#include "core/half.h"
 
 namespace zero::backend::cuda_test {
+
+// The values, uploads, downloads and tolerances of backend_test_values.h.
+using namespace backend_test;
 
 // Every CUDA test starts here: skipped (reported Skipped by ctest) where no device is visible.
 class CudaTest : public ::testing::Test {
@@ -35,148 +31,5 @@ class CudaTest : public ::testing::Test {
   CpuBackend cpu_;
   std::unique_ptr<CudaBackend> gpu_;
 };
-
-inline std::vector<float> random_values(int64_t n, uint32_t seed, float lo = -1.0f,
-                                        float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-// `values` stored in `dtype` (rounded to nearest-even for 16-bit) as raw host bytes.
-inline std::vector<uint8_t> host_bytes(const std::vector<float>& values, DType dtype) {
-  std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
-  for (size_t i = 0; i < values.size(); ++i) {
-    switch (dtype) {
-      case DType::kF32:
-        std::memcpy(bytes.data() + 4 * i, &values[i], 4);
-        break;
-      case DType::kF64: {
-        const double d = values[i];
-        std::memcpy(bytes.data() + 8 * i, &d, 8);
-        break;
-      }
-      case DType::kBF16: {
-        const uint16_t b = float_to_bf16_bits(values[i]);
-        std::memcpy(bytes.data() + 2 * i, &b, 2);
-        break;
-      }
-      case DType::kF16: {
-        const uint16_t b = float_to_f16_bits(values[i]);
-        std::memcpy(bytes.data() + 2 * i, &b, 2);
-        break;
-      }
-      default:
-        ADD_FAILURE() << "host_bytes: not a floating dtype";
-    }
-  }
-  return bytes;
-}
-
-// A new tensor of `backend` holding `values` in `dtype`.
-inline Tensor upload(Backend& backend, const std::vector<float>& values, const Shape& shape,
-                     DType dtype) {
-  Tensor t = backend.empty(shape, dtype, MemoryCategory::kOther);
-  const std::vector<uint8_t> bytes = host_bytes(values, dtype);
-  backend.copy_from_host(t, bytes.data());
-  return t;
-}
-
-template <typename Id>
-Tensor upload_ids(Backend& backend, const std::vector<Id>& ids) {
-  Tensor t = backend.empty({static_cast<int64_t>(ids.size())},
-                           sizeof(Id) == 8 ? DType::kI64 : DType::kI32, MemoryCategory::kOther);
-  backend.copy_from_host(t, ids.data());
-  return t;
-}
-
-// The elements of a contiguous floating tensor, widened to double.
-inline std::vector<double> download(Backend& backend, const Tensor& t) {
-  std::vector<uint8_t> bytes(t.nbytes());
-  backend.copy_to_host(bytes.data(), t);
-  std::vector<double> out(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    switch (t.dtype()) {
-      case DType::kF32: {
-        float f;
-        std::memcpy(&f, bytes.data() + 4 * i, 4);
-        out[i] = f;
-        break;
-      }
-      case DType::kF64:
-        std::memcpy(&out[i], bytes.data() + 8 * i, 8);
-        break;
-      case DType::kBF16: {
-        uint16_t b;
-        std::memcpy(&b, bytes.data() + 2 * i, 2);
-        out[i] = bf16_bits_to_float(b);
-        break;
-      }
-      case DType::kF16: {
-        uint16_t b;
-        std::memcpy(&b, bytes.data() + 2 * i, 2);
-        out[i] = f16_bits_to_float(b);
-        break;
-      }
-      default:
-        ADD_FAILURE() << "download: not a floating dtype";
-    }
-  }
-  return out;
-}
-
-// The raw bytes of a contiguous tensor (bitwise comparisons).
-inline std::vector<uint8_t> download_bytes(Backend& backend, const Tensor& t) {
-  std::vector<uint8_t> bytes(t.nbytes());
-  backend.copy_to_host(bytes.data(), t);
-  return bytes;
-}
-
-// Tolerance of a comparison with the CPU oracle: |gpu - cpu| <= atol + rtol * |cpu|.
-struct Tolerance {
-  double rtol;
-  double atol;
-};
-
-// Results stored in a 16-bit dtype may differ from the CPU's by one rounding unit of that
-// dtype (the f32 values before the final rounding differ in their last bits - other summation
-// orders - and can land on either side of a rounding boundary): bf16 keeps 8 significant bits
-// (unit 2^-7 relative at worst), f16 11 (2^-10). f32 results differ only by summation order.
-inline Tolerance storage_tolerance(DType dtype, double f32_rtol, double atol) {
-  switch (dtype) {
-    case DType::kBF16:
-      return {1.0 / 128 + f32_rtol, atol + 1.0 / 128 * 1e-2};
-    case DType::kF16:
-      return {1.0 / 1024 + f32_rtol, atol + 1.0 / 1024 * 1e-2};
-    default:
-      return {f32_rtol, atol};
-  }
-}
-
-// The largest |value| (for bounds relative to a tensor's scale).
-inline double max_abs(const std::vector<double>& values) {
-  double out = 0.0;
-  for (double v : values) out = std::max(out, std::fabs(v));
-  return out;
-}
-
-inline void expect_close(const std::vector<double>& cpu, const std::vector<double>& gpu,
-                         Tolerance tol, const std::string& what) {
-  ASSERT_EQ(cpu.size(), gpu.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    const double limit = tol.atol + tol.rtol * std::fabs(cpu[i]);
-    const bool ok =
-        std::fabs(gpu[i] - cpu[i]) <= limit || (std::isnan(cpu[i]) && std::isnan(gpu[i]));
-    if (!ok && reported++ < 5) {
-      ADD_FAILURE() << what << "[" << i << "]: cpu " << cpu[i] << " gpu " << gpu[i] << " (limit "
-                    << limit << ")";
-    }
-  }
-}
-
-inline const char* name_of(DType dtype) { return dtype_name(dtype); }
 
 }  // namespace zero::backend::cuda_test

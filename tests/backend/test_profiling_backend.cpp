@@ -8,9 +8,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <vector>
 
+#include "backend/backend_test_values.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/profiling/profiling_backend.h"
 #include "backend/sim/simulated_device_backend.h"
@@ -18,24 +18,12 @@
 namespace zero::backend {
 namespace {
 
+using backend_test::download;
+using backend_test::random_values;
+
+// f32 tensors of `values` (the profiler's ops here all run in f32).
 Tensor upload(Backend& be, const std::vector<float>& values, const Shape& shape) {
-  Tensor t = be.empty(shape, DType::kF32, MemoryCategory::kOther);
-  be.copy_from_host(t, values.data());
-  return t;
-}
-
-std::vector<float> download(Backend& be, const Tensor& t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  be.copy_to_host(out.data(), t);
-  return out;
-}
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> out(static_cast<size_t>(n));
-  for (float& v : out) v = dist(rng);
-  return out;
+  return backend_test::upload(be, values, shape, DType::kF32);
 }
 
 const KernelRecord* find_row(const KernelProfile& profile, const std::string& op) {
@@ -47,7 +35,7 @@ const KernelRecord* find_row(const KernelProfile& profile, const std::string& op
 
 // A small attention forward + linear forward/backward, the same on any backend.
 struct SmallStep {
-  std::vector<float> y, dx, dw, out;
+  std::vector<double> y, dx, dw, out;
   void run(Backend& be) {
     Tensor x = upload(be, random_values(6 * 4, 1), {6, 4});
     Tensor w = upload(be, random_values(3 * 4, 2), {3, 4});

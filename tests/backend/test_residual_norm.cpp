@@ -4,42 +4,25 @@
 // (The CUDA kernel is checked against this in test_cuda_ops.cpp.)
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
+#include "backend/backend_test_values.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/sim/simulated_device_backend.h"
 
 namespace zero::backend {
 namespace {
 
-Tensor upload(Backend& be, const std::vector<float>& values, const Shape& shape, DType dtype) {
-  Tensor f32 = be.empty(shape, DType::kF32, MemoryCategory::kOther);
-  be.copy_from_host(f32, values.data());
-  if (dtype == DType::kF32) return f32;
-  Tensor out = be.empty(shape, dtype, MemoryCategory::kOther);
-  be.copy(out, f32);
-  return out;
-}
-
-std::vector<uint8_t> bytes_of(Backend& be, const Tensor& t) {
-  std::vector<uint8_t> out(t.nbytes());
-  be.copy_to_host(out.data(), t);
-  return out;
-}
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  std::vector<float> out(static_cast<size_t>(n));
-  for (float& v : out) v = dist(rng);
-  return out;
-}
+using backend_test::download_bytes;
+using backend_test::random_values;
+using backend_test::upload;
 
 void check_backend(Backend& be) {
   const int64_t rows = 7, channels = 33;
-  const std::vector<float> a = random_values(rows * channels, 1), r = random_values(rows * channels, 2);
-  const std::vector<float> w = random_values(channels, 3), b = random_values(channels, 4);
+  const std::vector<float> a = random_values(rows * channels, 1, -2.0f, 2.0f);
+  const std::vector<float> r = random_values(rows * channels, 2, -2.0f, 2.0f);
+  const std::vector<float> w = random_values(channels, 3, -2.0f, 2.0f);
+  const std::vector<float> b = random_values(channels, 4, -2.0f, 2.0f);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (bool layernorm : {true, false}) {
       for (bool in_place : {true, false}) {
@@ -70,14 +53,14 @@ void check_backend(Backend& be) {
         }
         const std::string what = std::string(dtype_name(dtype)) + (layernorm ? " layernorm" : " rmsnorm") +
                                  (in_place ? " in place" : "");
-        EXPECT_EQ(bytes_of(be, sum), bytes_of(be, a1)) << what;
-        EXPECT_EQ(bytes_of(be, y2), bytes_of(be, y1)) << what;
-        EXPECT_EQ(bytes_of(be, mean2), bytes_of(be, mean1)) << what;
-        EXPECT_EQ(bytes_of(be, rstd2), bytes_of(be, rstd1)) << what;
+        EXPECT_EQ(download_bytes(be, sum), download_bytes(be, a1)) << what;
+        EXPECT_EQ(download_bytes(be, y2), download_bytes(be, y1)) << what;
+        EXPECT_EQ(download_bytes(be, mean2), download_bytes(be, mean1)) << what;
+        EXPECT_EQ(download_bytes(be, rstd2), download_bytes(be, rstd1)) << what;
         if (!in_place) {
           // a itself is left as it was.
           Tensor original = upload(be, a, {rows, channels}, dtype);
-          EXPECT_EQ(bytes_of(be, a2), bytes_of(be, original)) << what;
+          EXPECT_EQ(download_bytes(be, a2), download_bytes(be, original)) << what;
         }
       }
     }
