@@ -284,25 +284,28 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
       check.fail("dbias " + shape_to_string(dbias->shape()) + " must be [" + std::to_string(out) +
                  "]");
   }
+  // dw[out, in] += dy^T[out, rows] @ x[rows, in]
+  cuda::GemmOperands dw_op;
+  dw_op.dtype = w.dtype();
+  dw_op.transpose_a = true;
+  dw_op.m = out;
+  dw_op.n = in;
+  dw_op.k = rows;
+  dw_op.a = dy.raw_data();
+  dw_op.lda = out;
+  dw_op.b = x.raw_data();
+  dw_op.ldb = in;
+  dw_op.c = dw.raw_data();
+  dw_op.ldc = in;
+  dw_op.beta = 1.0f;
   // dy feeds both products: when its rows need pitching (see gemm_pitched), copy it once here
   // so neither product copies it again.
-  const void* dy_data = dy.raw_data();
-  int64_t dy_ld = out;
   Tensor dy_pitched;
-  {
-    cuda::GemmOperands probe;
-    probe.dtype = w.dtype();
-    probe.m = out;
-    probe.n = in;
-    probe.k = rows;
-    probe.lda = out;
-    probe.ldb = probe.ldc = in;
-    const size_t element = dtype_size(w.dtype());
-    if (pitch_pays(probe) && misaligned(out, element)) {
-      dy_ld = padded_ld(out, element);
-      dy_pitched = pitched_copy(dy.raw_data(), rows, out, out, dy_ld, element);
-      dy_data = dy_pitched.raw_data();
-    }
+  const size_t element = dtype_size(w.dtype());
+  if (pitch_pays(dw_op) && misaligned(out, element)) {
+    dw_op.lda = padded_ld(out, element);
+    dy_pitched = pitched_copy(dy.raw_data(), rows, out, out, dw_op.lda, element);
+    dw_op.a = dy_pitched.raw_data();
   }
   if (dx != nullptr) {
     // dx[rows, in] = dy[rows, out] @ w[out, in]
@@ -311,29 +314,15 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
     op.m = rows;
     op.n = in;
     op.k = out;
-    op.a = dy_data;
-    op.lda = dy_ld;
+    op.a = dw_op.a;
+    op.lda = dw_op.lda;
     op.b = w.raw_data();
     op.ldb = in;
     op.c = dx->raw_data();
     op.ldc = in;
     gemm(op);
   }
-  // dw[out, in] += dy^T[out, rows] @ x[rows, in]
-  cuda::GemmOperands op;
-  op.dtype = w.dtype();
-  op.transpose_a = true;
-  op.m = out;
-  op.n = in;
-  op.k = rows;
-  op.a = dy_data;
-  op.lda = dy_ld;
-  op.b = x.raw_data();
-  op.ldb = in;
-  op.c = dw.raw_data();
-  op.ldc = in;
-  op.beta = 1.0f;
-  gemm(op);
+  gemm(dw_op);
   if (dbias != nullptr && rows > 0) {
     Tensor partials = scratch(cuda::column_sum_scratch_bytes(rows, out));
     cuda::launch_column_sums_accumulate(dbias->raw_data(), dy.raw_data(), dy.dtype(), rows, out,
