@@ -69,6 +69,7 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   const int64_t whole_model =
       r.builds_partitioned ? 0 : checked_product({shape.total_params, 2, r.param_bytes}, kWhat);
   need.model_state_bytes = std::max(partitioned, whole_model);
+  need.rank_params = shape.total_params;
 
   // The same activation model `zero estimate` uses, at this run's element width (the logits
   // at least f32) and with its long-sequence options.
@@ -149,11 +150,19 @@ MemoryNeed check_training_memory(const model::TransformerConfig& config,
   const MemoryNeed need = estimate_training_memory(config, r);
   if (need.total_bytes <= memory.usable_bytes()) return need;
   const std::string ranks = std::to_string(r.ranks_on_this_machine) + " rank(s)";
+  const int64_t model_ranks = r.pipeline_stages * r.tensor_parallel;
+  const std::string whose =
+      model_ranks == 1
+          ? std::to_string(config.num_parameters()) + " parameters at ZeRO stage " +
+                std::to_string(r.zero_stage) + " over " + std::to_string(r.world_size) + " rank(s)"
+          : std::to_string(need.rank_params) + " parameters (this rank's pipeline stage of " +
+                std::to_string((config.num_layers + r.pipeline_stages - 1) / r.pipeline_stages) +
+                " blocks, 1/" + std::to_string(r.tensor_parallel) + " of them by tensor " +
+                "parallelism) at ZeRO stage " + std::to_string(r.zero_stage) + " over " +
+                std::to_string(r.world_size / model_ranks) + " data-parallel rank(s)";
   std::string detail = "model states " + format_gib(need.model_state_bytes) +
-                       " per rank (parameters, gradients and optimizer states of " +
-                       std::to_string(config.num_parameters()) + " parameters at ZeRO stage " +
-                       std::to_string(r.zero_stage) + " over " + std::to_string(r.world_size) +
-                       " rank(s)) + activations " + format_gib(need.activation_bytes) +
+                       " per rank (parameters, gradients and optimizer states of " + whose +
+                       ") + activations " + format_gib(need.activation_bytes) +
                        " per rank (--micro-batch " + std::to_string(r.micro_batch) +
                        " x --seq-len " + std::to_string(r.seq_len) + "), times " + ranks +
                        " on this machine";

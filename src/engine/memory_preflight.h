@@ -45,6 +45,7 @@ struct MemoryPreflightRequest {
 // What the estimate found, in bytes.
 struct MemoryNeed {
   int64_t model_state_bytes = 0;  // per rank: parameters, gradients, optimizer states
+  int64_t rank_params = 0;        // parameters a rank's states are of (its stage / tp slice)
   int64_t activation_bytes = 0;   // per rank: peak activations and logits of one micro-batch
   int64_t checkpoint_host_bytes = 0;  // per rank: cpu_checkpointing's saved inputs, host memory
   int64_t offloaded_bytes = 0;    // host memory of offloaded states, whole machine

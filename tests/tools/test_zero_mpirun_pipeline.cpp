@@ -202,6 +202,23 @@ TEST_F(ZeroMpirunPipeline, ZeroTwoWithAPipelineIsRefused) {
       << r.output;
 }
 
+// The memory preflight charges a pipeline rank its stage, not the whole model: a run too big for
+// this machine either way says so with the stage's parameters (llama-1b-mha: 8 of its 16 blocks
+// a stage, embedding and head counted as if each stage had them).
+TEST_F(ZeroMpirunPipeline, ThePreflightChargesARankItsStage) {
+  // About 620 GiB: refused on any machine, before anything is allocated.
+  const std::string cfg = write("big.json", R"({"train_micro_batch_size_per_gpu": 64,
+    "gradient_accumulation_steps": 4, "pipeline": {"stages": 2},
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}}})");
+  const Result r = run_shell(mpirun(2) + "train --deepspeed " + cfg +
+                             " --model llama-1b-mha --seq-len 4096 --steps 1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("not enough memory for this run"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("of 542148608 parameters (this rank's pipeline stage of 8 blocks"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST_F(ZeroMpirunPipeline, AFailingStageBringsTheJobDown) {
   const fs::path cfg = config("fail.json", ", \"pipeline\": {\"stages\": 2}");
   const auto start = std::chrono::steady_clock::now();
