@@ -57,6 +57,8 @@ TEST(DeviceFlag, AutoTrainsOnTheGpuWhenOneIsVisibleElseOnTheCpu) {
   const bool gpu = plain.output.find("device: cuda") != std::string::npos;
   EXPECT_TRUE(gpu || plain.output.find("device: cpu (--device auto)") != std::string::npos)
       << plain.output;
+  // Step lines show the device memory in use and its peak.
+  EXPECT_NE(plain.output.find(" MiB, peak "), std::string::npos) << plain.output;
   // Named explicitly, it is what was asked for.
   const auto cpu = zero::testing::run_cli("train --device cpu --steps 1 --seq-len 16");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
