@@ -29,7 +29,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-run}
 # The GPU test binaries (ctest label `cuda`): built, packed and run together.
 cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vocab_slice
-            engine_test_cuda_training backend_test_cuda_nccl model_test_cuda_hf_reference)
+            engine_test_cuda_training backend_test_cuda_nccl model_test_cuda_hf_reference
+            tools_test_cuda_train_cli)
 
 pack() {
   local build=${1:-$root/build/gpu}
@@ -118,6 +119,7 @@ use_bundle() {
   [[ -n "$nccl_libs" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_libs"
   # The binaries were built elsewhere: the Hugging Face fixtures are this tree's.
   export ZERO_TEST_FIXTURES="$root/tests/fixtures"
+  export ZERO_CLI_PATH="$bundle/bin/zero"  # the tests that run `zero` as a user would
   return 0
 }
 

@@ -20,6 +20,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/allocator.h"
 #include "core/device.h"
@@ -57,6 +58,10 @@ class Backend {
   // (offload, host-staged communication); its own accounting, separate from allocator() and
   // from cpu_allocator(). Host-readable: tensors from it are CPU tensors.
   virtual Allocator& pinned_host_allocator() = 0;
+  // The device's own memory in bytes (all of it, not what is free), for the memory preflight;
+  // nullopt where allocator()'s tensors live in host memory (the CPU backend, the simulated
+  // device), whose limit is the machine's.
+  virtual std::optional<int64_t> device_memory_capacity_bytes() const { return std::nullopt; }
   // Blocks the host until every stream's enqueued work is done (counted).
   void synchronize();
 
@@ -167,8 +172,8 @@ class Backend {
   // ---- rotary position embedding -------------------------------------------------------------
   // In place on x[B,T,H,D] (dims 0-2 may be strided; D contiguous), rotate-half convention:
   // for i < D/2, (x_i, x_{i+D/2}) -> (x_i cos - x_{i+D/2} sin, x_{i+D/2} cos + x_i sin) with
-  // cos/sin[T, D/2] (dtype of x) for position t. inverse = true applies the transposed
-  // rotation, which is the backward of the forward rotation.
+  // cos/sin[T, D/2] (dtype of x, or f32 for 16-bit x) for position t. inverse = true applies
+  // the transposed rotation, which is the backward of the forward rotation.
   virtual void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) = 0;
 
   // ---- attention -----------------------------------------------------------------------------

@@ -37,6 +37,22 @@ std::string fixes(const MemoryPreflightRequest& r) {
                          : "");
 }
 
+// What frees host memory in a device run: only the parts kept there.
+std::string host_fixes(const MemoryNeed& need) {
+  std::string fix;
+  if (need.offloaded_bytes > 0) {
+    fix = "put the offloaded optimizer states on NVMe (zero_optimization.offload_optimizer.device "
+          "\"nvme\" with nvme_path), spread them over more machines' ranks, or keep them on the "
+          "device (offload_optimizer.device \"none\")";
+  }
+  if (need.checkpoint_host_bytes > 0) {
+    fix += std::string(fix.empty() ? "" : "; ") +
+           "turn activation_checkpointing.cpu_checkpointing off (the checkpointed block inputs "
+           "then stay on the device) or lower --micro-batch or --seq-len";
+  }
+  return fix;
+}
+
 // What one rank of a pipeline stage and tensor-parallel slice holds: the largest stage's blocks
 // (ceil(layers / stages)) as a model of that depth, embedding and head included.
 model::TransformerConfig stage_config(const model::TransformerConfig& config, int64_t stages) {
@@ -145,11 +161,13 @@ MemoryNeed check_training_memory(const model::TransformerConfig& config,
   return check_training_memory(config, request, host_memory());
 }
 
-MemoryNeed check_training_memory(const model::TransformerConfig& config,
-                                 const MemoryPreflightRequest& r, const HostMemory& memory) {
-  const MemoryNeed need = estimate_training_memory(config, r);
-  if (need.total_bytes <= memory.usable_bytes()) return need;
-  const std::string ranks = std::to_string(r.ranks_on_this_machine) + " rank(s)";
+namespace {
+
+// "model states X per rank (parameters, gradients and optimizer states of ...) + activations Y
+// per rank (--micro-batch B x --seq-len T), times N <where>".
+std::string describe_device_parts(const model::TransformerConfig& config,
+                                  const MemoryPreflightRequest& r, const MemoryNeed& need,
+                                  const std::string& times_ranks) {
   const int64_t model_ranks = r.pipeline_stages * r.tensor_parallel;
   const std::string whose =
       model_ranks == 1
@@ -160,22 +178,78 @@ MemoryNeed check_training_memory(const model::TransformerConfig& config,
                 " blocks, 1/" + std::to_string(r.tensor_parallel) + " of them by tensor " +
                 "parallelism) at ZeRO stage " + std::to_string(r.zero_stage) + " over " +
                 std::to_string(r.world_size / model_ranks) + " data-parallel rank(s)";
-  std::string detail = "model states " + format_gib(need.model_state_bytes) +
-                       " per rank (parameters, gradients and optimizer states of " + whose +
-                       ") + activations " + format_gib(need.activation_bytes) +
-                       " per rank (--micro-batch " + std::to_string(r.micro_batch) +
-                       " x --seq-len " + std::to_string(r.seq_len) + "), times " + ranks +
-                       " on this machine";
+  return "model states " + format_gib(need.model_state_bytes) +
+         " per rank (parameters, gradients and optimizer states of " + whose +
+         ") + activations " + format_gib(need.activation_bytes) + " per rank (--micro-batch " +
+         std::to_string(r.micro_batch) + " x --seq-len " + std::to_string(r.seq_len) + "), times " +
+         times_ranks;
+}
+
+// The host-memory parts, each preceded by `separator`: cpu_checkpointing's block inputs and
+// offloaded optimizer states ("" when there are none).
+std::string describe_host_parts(const MemoryNeed& need, const std::string& separator) {
+  std::string detail;
   if (need.checkpoint_host_bytes > 0) {
-    detail += ", + " + format_gib(need.checkpoint_host_bytes) +
+    detail += separator + format_gib(need.checkpoint_host_bytes) +
               " per rank of checkpointed block inputs in host memory (cpu_checkpointing)";
   }
   if (need.offloaded_bytes > 0) {
-    detail += ", + " + format_gib(need.offloaded_bytes) + " of offloaded optimizer states";
+    detail += separator + format_gib(need.offloaded_bytes) + " of offloaded optimizer states";
   }
+  return detail;
+}
+
+}  // namespace
+
+MemoryNeed check_training_memory(const model::TransformerConfig& config,
+                                 const MemoryPreflightRequest& r, const HostMemory& memory) {
+  const MemoryNeed need = estimate_training_memory(config, r);
+  if (need.total_bytes <= memory.usable_bytes()) return need;
+  const std::string detail =
+      describe_device_parts(config, r, need,
+                            std::to_string(r.ranks_on_this_machine) + " rank(s) on this machine") +
+      describe_host_parts(need, ", + ");
   throw ConfigError("not enough memory for this run: it needs about " +
                     format_gib(need.total_bytes) + " on this machine (" + detail +
                     "), more than its " + memory.describe() + ". To fit: " + fixes(r));
+}
+
+MemoryNeed check_training_memory(const model::TransformerConfig& config,
+                                 const MemoryPreflightRequest& r, const HostMemory& memory,
+                                 const DeviceMemory& device) {
+  MemoryNeed need = estimate_training_memory(config, r);
+  require(device.capacity_bytes > 0, device.name + " reports no memory");
+  require(device.ranks_sharing >= 1 && device.ranks_sharing <= r.ranks_on_this_machine,
+          "the ranks sharing " + device.name + " (" + std::to_string(device.ranks_sharing) +
+              ") must be between 1 and the ranks on this machine (" +
+              std::to_string(r.ranks_on_this_machine) + ")");
+  const int64_t per_rank = checked_sum(need.model_state_bytes, need.activation_bytes, kWhat);
+  need.device_bytes = checked_product({per_rank, device.ranks_sharing}, kWhat);
+  need.host_bytes =
+      checked_sum(checked_product({need.checkpoint_host_bytes, r.ranks_on_this_machine}, kWhat),
+                  need.offloaded_bytes, kWhat);
+  if (need.device_bytes > device.capacity_bytes) {
+    const std::string offload =
+        r.offload_optimizer == sharding::OffloadDevice::kNone
+            ? "; or keep the optimizer states in host memory "
+              "(zero_optimization.offload_optimizer.device \"cpu\", ZeRO stage 1-3)"
+            : "";
+    throw ConfigError(
+        "not enough memory for this run: it needs about " + format_gib(need.device_bytes) +
+        " on " + device.name + " (" +
+        describe_device_parts(config, r, need,
+                              std::to_string(device.ranks_sharing) + " rank(s) on this device") +
+        "), more than its " + format_gib(device.capacity_bytes) + ". To fit: " + fixes(r) +
+        offload);
+  }
+  if (need.host_bytes > memory.usable_bytes()) {
+    throw ConfigError("not enough host memory for this run: it needs about " +
+                      format_gib(need.host_bytes) + " in this machine's memory (" +
+                      describe_host_parts(need, " + ").substr(3) + ", for " +
+                      std::to_string(r.ranks_on_this_machine) + " rank(s)), more than its " +
+                      memory.describe() + ". To fit: " + host_fixes(need));
+  }
+  return need;
 }
 
 }  // namespace zero::engine

@@ -5,6 +5,7 @@
 // and is killed later (or swaps for hours).
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/host_memory.h"
 #include "model/transformer_config.h"
@@ -42,6 +43,16 @@ struct MemoryPreflightRequest {
   int64_t gradient_accumulation = 1;  // gradient_accumulation_steps (the pipeline's micro-batches)
 };
 
+// A device with memory of its own (a GPU) that the run's tensors live on. Without one (the CPU
+// backend, the simulated device) every byte of the estimate is host memory.
+struct DeviceMemory {
+  std::string name;            // the device as the user named it, e.g. "cuda:0"
+  int64_t capacity_bytes = 0;  // its total memory (Backend::device_memory_capacity_bytes)
+  // Ranks of this machine training on this one device (several share GPU 0 when there are more
+  // ranks than GPUs: the host-staged path); their model states and activations add up there.
+  int64_t ranks_sharing = 1;
+};
+
 // What the estimate found, in bytes.
 struct MemoryNeed {
   int64_t model_state_bytes = 0;  // per rank: parameters, gradients, optimizer states
@@ -50,6 +61,10 @@ struct MemoryNeed {
   int64_t checkpoint_host_bytes = 0;  // per rank: cpu_checkpointing's saved inputs, host memory
   int64_t offloaded_bytes = 0;    // host memory of offloaded states, whole machine
   int64_t total_bytes = 0;  // this machine: ranks x (states + activations + host) + offloaded
+  // Where the run has a device (check_training_memory with a DeviceMemory): the device's share,
+  // ranks_sharing x (states + activations), and the host's, total_bytes less the device parts.
+  int64_t device_bytes = 0;
+  int64_t host_bytes = 0;
 };
 
 // The estimate alone. Throws ConfigError for invalid sizes (naming the flag) or when the bytes
@@ -64,5 +79,12 @@ MemoryNeed check_training_memory(const model::TransformerConfig& config,
                                  const MemoryPreflightRequest& request);
 MemoryNeed check_training_memory(const model::TransformerConfig& config,
                                  const MemoryPreflightRequest& request, const HostMemory& memory);
+// A run on `device`: its model states and activations must fit the device's memory (a
+// ConfigError "... needs about X GiB on cuda:0 ..., more than its Y GiB ..." with the same fixes,
+// plus ZeRO-Offload), and what stays in host memory (cpu_checkpointing's block inputs,
+// offloaded optimizer states) must fit `memory`.
+MemoryNeed check_training_memory(const model::TransformerConfig& config,
+                                 const MemoryPreflightRequest& request, const HostMemory& memory,
+                                 const DeviceMemory& device);
 
 }  // namespace zero::engine

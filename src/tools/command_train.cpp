@@ -316,12 +316,22 @@ int run_train(const Args& args) {
   need.pipeline_stages = mesh_shape.pp;
   need.tensor_parallel = mesh_shape.tp;
   need.gradient_accumulation = settings.gradient_accumulation_steps;
-  engine::check_training_memory(shape, need);
 
   const int64_t profile_kernels_step = parser.get_int("profile-kernels");
   TrainDevice train_device =
       open_train_device(parser.get("device"), comm, profile_kernels_step != 0);
   const std::unique_ptr<backend::Backend>& device = train_device.backend;
+  // Opening the device allocated nothing of the run's: a GPU's memory bounds the model states and
+  // activations, host memory the rest; on the CPU everything is host memory.
+  if (const std::optional<int64_t> capacity = device->device_memory_capacity_bytes()) {
+    engine::DeviceMemory device_memory;
+    device_memory.name = device->device().to_string();
+    device_memory.capacity_bytes = *capacity;
+    device_memory.ranks_sharing = train_device.device_per_rank ? 1 : need.ranks_on_this_machine;
+    engine::check_training_memory(shape, need, host_memory(), device_memory);
+  } else {
+    engine::check_training_memory(shape, need);
+  }
   comm::Comm& group = *train_device.group;
   // Ulysses sequence parallelism (the config's sequence_parallel_size): groups of sp
   // consecutive ranks share each sequence, dp = world / sp; ZeRO runs over the data x sequence

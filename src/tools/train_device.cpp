@@ -53,6 +53,7 @@ TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
     }
   }
   out.group = out.device_group ? out.device_group.get() : &world;
+  out.device_per_rank = use_nccl || world.world_size() == 1;
   out.resolved = name;
   return out;
 }

@@ -25,6 +25,9 @@ struct TrainDevice {
   backend::ProfilingBackend* profiler = nullptr;
   // The device name after resolving "auto" (e.g. "cuda", "cpu").
   std::string resolved;
+  // Each rank has a device of its own (NCCL, or a world of one); otherwise this machine's ranks
+  // share one device (host-staged) and the memory preflight adds up their needs there.
+  bool device_per_rank = true;
 };
 
 // Collective over `world` (the NCCL choice is agreed by all ranks). `world` must outlive the

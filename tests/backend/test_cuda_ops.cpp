@@ -404,22 +404,26 @@ TEST_F(CudaOps, ActivationsMatchTheCpu) {
 
 TEST_F(CudaOps, RopeOnAStridedViewMatchesTheCpuBitForBit) {
   const int64_t b = 2, t = 13, h = 3, d = 10;
+  // Tables in x's dtype, and in f32 for 16-bit x (what the model builds: rope_rows in
+  // stats_dtype, so bf16 positions keep f32 angles).
   for (DType dtype : kStorageTypes) {
-    // q is a view into a fused [B, T, H + 2, D] buffer, as the attention block lays it out.
-    const std::vector<float> fused = random_values(b * t * (h + 2) * d, 26);
-    const std::vector<float> cs = random_values(t * d / 2, 27), sn = random_values(t * d / 2, 28);
-    std::vector<uint8_t> bits[2];
-    int slot = 0;
-    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
-      Tensor buffer = upload(*be, fused, {b, t, h + 2, d}, dtype);
-      Tensor q = buffer.narrow(2, 1, h);
-      Tensor tc = upload(*be, cs, {t, d / 2}, dtype), ts = upload(*be, sn, {t, d / 2}, dtype);
-      be->rope_apply(q, tc, ts, false);
-      Tensor k = buffer.narrow(2, 0, 1);
-      be->rope_apply(k, tc, ts, true);
-      bits[slot++] = download_bytes(*be, buffer);
+    for (DType table : {dtype, DType::kF32}) {
+      // q is a view into a fused [B, T, H + 2, D] buffer, as the attention block lays it out.
+      const std::vector<float> fused = random_values(b * t * (h + 2) * d, 26);
+      const std::vector<float> cs = random_values(t * d / 2, 27), sn = random_values(t * d / 2, 28);
+      std::vector<uint8_t> bits[2];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor buffer = upload(*be, fused, {b, t, h + 2, d}, dtype);
+        Tensor q = buffer.narrow(2, 1, h);
+        Tensor tc = upload(*be, cs, {t, d / 2}, table), ts = upload(*be, sn, {t, d / 2}, table);
+        be->rope_apply(q, tc, ts, false);
+        Tensor k = buffer.narrow(2, 0, 1);
+        be->rope_apply(k, tc, ts, true);
+        bits[slot++] = download_bytes(*be, buffer);
+      }
+      EXPECT_EQ(bits[0], bits[1]) << dtype_name(dtype) << " x, " << dtype_name(table) << " tables";
     }
-    EXPECT_EQ(bits[0], bits[1]) << dtype_name(dtype);
   }
 }
 
@@ -495,6 +499,70 @@ TEST_F(CudaOps, AttentionMatchesTheCpuWithGqaWindowsAndStridedViews) {
       expect_close(res[0][1], res[1][1], Tolerance{1e-5, 1e-5}, what + " lse");
       expect_close(res[0][2], res[1][2], grad_tol, what + " dq/dk/dv");
       EXPECT_EQ(res[1][2], res[1][3]) << what << ": the GPU backward is not deterministic";
+    }
+  }
+}
+
+// The tiled logits loss accumulates a 16-bit product into an f32 weight gradient (its dweight is
+// in stats_dtype): dw f32 with x, w, dy in bf16/f16, small and large enough (>= 2 GFLOP with
+// 1001-column dy rows) for the pitched path.
+TEST_F(CudaOps, LinearBackwardAccumulatesA16BitProductIntoAnF32WeightGradient) {
+  struct Size {
+    int64_t rows, in, out;
+  };
+  for (const Size size : {Size{45, 67, 29}, Size{2048, 768, 1001}}) {
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      const std::vector<float> x = random_values(size.rows * size.in, 50);
+      const std::vector<float> w = random_values(size.out * size.in, 51);
+      const std::vector<float> dy = random_values(size.rows * size.out, 52);
+      const std::vector<float> dw0 = random_values(size.out * size.in, 53);
+      std::vector<double> results[2][2];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor tx = upload(*be, x, {size.rows, size.in}, dtype);
+        Tensor tw = upload(*be, w, {size.out, size.in}, dtype);
+        Tensor tdy = upload(*be, dy, {size.rows, size.out}, dtype);
+        Tensor dx = be->empty({size.rows, size.in}, dtype, MemoryCategory::kOther);
+        be->fill(dx, kNaN);
+        Tensor dw = upload(*be, dw0, {size.out, size.in}, DType::kF32);
+        be->linear_backward(&dx, dw, nullptr, tdy, tx, tw);
+        results[slot][0] = download(*be, dx);
+        results[slot][1] = download(*be, dw);
+        ++slot;
+      }
+      // dx as the 16-bit products above; dw kept in f32, so f32 rounding of sums of up to 2048
+      // products: 1e-5 relative plus 5e-4 absolute, with no 16-bit rounding unit on top.
+      const std::string what = std::string("linear backward ") + dtype_name(dtype) + " rows " +
+                               std::to_string(size.rows);
+      expect_close(results[0][0], results[1][0], storage_tolerance(dtype, 1e-5, 5e-4),
+                   what + " dx");
+      expect_close(results[0][1], results[1][1], storage_tolerance(DType::kF32, 1e-5, 5e-4),
+                   what + " f32 dw (accumulated)");
+    }
+  }
+}
+
+TEST_F(CudaOps, ANanLogitMakesTheLossNanAsOnTheCpu) {
+  // A NaN where a thread starts its row (column 0), mid-row, and last: the CPU's loss is NaN
+  // for each; the online max/sum must not drop it.
+  const int64_t rows = 3, vocab = 1031;
+  const std::vector<int64_t> targets = {5, 6, 7};
+  for (DType dtype : kStorageTypes) {
+    std::vector<float> logits = random_values(rows * vocab, 54, -4.0f, 4.0f);
+    logits[0] = std::nanf("");
+    logits[vocab + 500] = std::nanf("");
+    logits[2 * vocab + vocab - 1] = std::nanf("");
+    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+      Tensor tl = upload(*be, logits, {rows, vocab}, dtype);
+      Tensor tt = upload_ids(*be, targets);
+      Tensor losses = be->empty({rows}, dtype, MemoryCategory::kOther);
+      be->softmax_cross_entropy(losses, nullptr, tl, tt, -100, 1.0);
+      const std::vector<double> got = download(*be, losses);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_TRUE(std::isnan(got[r]))
+            << (be == &cpu() ? "cpu " : "gpu ") << dtype_name(dtype) << " row " << r << ": "
+            << got[r];
+      }
     }
   }
 }

@@ -235,5 +235,88 @@ TEST(MemoryPreflight, AWorldThatIsNoMultipleOfTheModelRanksIsRefused) {
   }
 }
 
+DeviceMemory gpu_with(int64_t bytes, int64_t ranks_sharing = 1) {
+  DeviceMemory device;
+  device.name = "cuda:0";
+  device.capacity_bytes = bytes;
+  device.ranks_sharing = ranks_sharing;
+  return device;
+}
+
+std::string device_error_of(const model::TransformerConfig& config,
+                            const MemoryPreflightRequest& r, const HostMemory& memory,
+                            const DeviceMemory& device) {
+  try {
+    check_training_memory(config, r, memory, device);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return "";
+}
+
+TEST(MemoryPreflight, DeviceRunsCheckTheDeviceForStatesAndActivations) {
+  const model::TransformerConfig config = model::preset_config("gpt2-124m");
+  MemoryPreflightRequest r;
+  r.micro_batch = 64;
+  r.seq_len = 1024;
+  r.param_bytes = r.activation_bytes = 2;
+  const MemoryNeed host_view = estimate_training_memory(config, r);
+  // The device holds states and activations; nothing is left for the host, so a small host
+  // does not refuse a run that fits the GPU.
+  const MemoryNeed fits = check_training_memory(config, r, machine_with(int64_t{1} << 30),
+                                                gpu_with(host_view.total_bytes + 1));
+  EXPECT_EQ(fits.device_bytes, host_view.model_state_bytes + host_view.activation_bytes);
+  EXPECT_EQ(fits.host_bytes, 0);
+
+  const std::string message = device_error_of(config, r, machine_with(int64_t{1} << 40),
+                                              gpu_with(int64_t{16} << 30));
+  EXPECT_TRUE(has(message, "not enough memory")) << message;
+  EXPECT_TRUE(has(message, "on cuda:0")) << message;
+  EXPECT_TRUE(has(message, "more than its 16.0 GiB")) << message;
+  EXPECT_TRUE(has(message, "--micro-batch 64")) << message;
+  EXPECT_TRUE(has(message, "1 rank(s) on this device")) << message;
+  EXPECT_TRUE(has(message, "offload_optimizer")) << message;
+}
+
+TEST(MemoryPreflight, RanksSharingOneDeviceAddUpThere) {
+  const model::TransformerConfig config = model::preset_config("gpt2-124m");
+  MemoryPreflightRequest r;
+  r.seq_len = 256;
+  r.world_size = r.ranks_on_this_machine = 3;
+  const HostMemory host = machine_with(int64_t{1} << 40);
+  const int64_t one = check_training_memory(config, r, host, gpu_with(int64_t{1} << 40, 1))
+                          .device_bytes;
+  const int64_t three = check_training_memory(config, r, host, gpu_with(int64_t{1} << 40, 3))
+                            .device_bytes;
+  EXPECT_EQ(three, 3 * one);
+  // A device that holds one rank's share refuses three ranks on it, and says so.
+  const std::string message = device_error_of(config, r, host, gpu_with(2 * one, 3));
+  EXPECT_TRUE(has(message, "3 rank(s) on this device")) << message;
+  // More ranks sharing a device than this machine has is a caller bug, named.
+  const std::string bad = device_error_of(config, r, host, gpu_with(int64_t{1} << 40, 4));
+  EXPECT_TRUE(has(bad, "ranks sharing cuda:0 (4)")) << bad;
+}
+
+TEST(MemoryPreflight, OffloadedStatesOfADeviceRunNeedHostMemory) {
+  const model::TransformerConfig config = model::preset_config("gpt2-124m");
+  MemoryPreflightRequest r;
+  r.seq_len = 256;
+  r.zero_stage = 2;
+  r.offload_optimizer = sharding::OffloadDevice::kCpu;
+  const MemoryNeed need =
+      check_training_memory(config, r, machine_with(int64_t{1} << 40), gpu_with(int64_t{1} << 40));
+  EXPECT_GT(need.offloaded_bytes, 0);
+  EXPECT_EQ(need.host_bytes, need.offloaded_bytes);
+  const std::string message =
+      device_error_of(config, r, machine_with(need.host_bytes - 1), gpu_with(int64_t{1} << 40));
+  EXPECT_TRUE(has(message, "not enough host memory")) << message;
+  EXPECT_TRUE(has(message, "of offloaded optimizer states")) << message;
+  // Offloading already: the device message does not suggest it again.
+  const std::string device_message =
+      device_error_of(config, r, machine_with(int64_t{1} << 40), gpu_with(int64_t{1} << 20));
+  EXPECT_FALSE(has(device_message, "offload_optimizer")) << device_message;
+}
+
 }  // namespace
 }  // namespace zero::engine

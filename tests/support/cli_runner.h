@@ -1,5 +1,6 @@
-// Runs the `zero` program as a user would (ZERO_CLI_PATH, defined for every test), capturing
-// stdout and stderr together, the exit code and the wall time. `timeout` bounds every run, so
+// Runs the `zero` program as a user would (ZERO_CLI_PATH, defined for every test; the environment
+// variable of the same name overrides it where the binaries were moved, as in the GPU machine's
+// bundle), capturing stdout and stderr together, the exit code and the wall time. `timeout` bounds every run, so
 // a regression that hangs fails the test instead of stalling the suite.
 #pragma once
 #include <sys/wait.h>
@@ -7,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace zero::testing {
@@ -19,8 +21,10 @@ struct CliResult {
 
 inline CliResult run_cli(const std::string& args, int timeout_seconds = 300) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string command = "timeout " + std::to_string(timeout_seconds) + " " +
-                              std::string(ZERO_CLI_PATH) + " " + args + " 2>&1";
+  const char* moved = std::getenv("ZERO_CLI_PATH");
+  const std::string program = moved != nullptr && *moved != '\0' ? moved : ZERO_CLI_PATH;
+  const std::string command =
+      "timeout " + std::to_string(timeout_seconds) + " " + program + " " + args + " 2>&1";
   CliResult result;
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return result;

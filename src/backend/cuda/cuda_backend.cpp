@@ -121,6 +121,13 @@ CudaBackend::~CudaBackend() {
   cudaGetLastError();
 }
 
+std::optional<int64_t> CudaBackend::device_memory_capacity_bytes() const {
+  // cudaMemGetInfo answers for the current device; the backend's host thread keeps it current.
+  size_t free_bytes = 0, total_bytes = 0;
+  ZERO_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<int64_t>(total_bytes);
+}
+
 Tensor CudaBackend::scratch(size_t bytes) {
   return empty({static_cast<int64_t>(bytes == 0 ? 1 : bytes)}, DType::kU8,
                MemoryCategory::kWorkspace);
@@ -556,14 +563,17 @@ void CudaBackend::rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bo
   }
   const int64_t seq = x.size(1), d = x.size(3), half = d / 2;
   check.contiguous(cos, "cos").contiguous(sin, "sin");
+  // The tables are x's dtype, or f32 for 16-bit x (the model keeps its rotary tables in f32).
+  const bool table_dtype_ok =
+      cos.dtype() == x.dtype() || (cos.dtype() == DType::kF32 && dtype_size(x.dtype()) == 2);
   if (d % 2 != 0 || cos.shape() != Shape{seq, half} || sin.shape() != Shape{seq, half} ||
-      cos.dtype() != x.dtype() || sin.dtype() != x.dtype()) {
-    check.fail("cos/sin must be " + std::string(dtype_name(x.dtype())) + "[" + std::to_string(seq) +
+      !table_dtype_ok || sin.dtype() != cos.dtype()) {
+    check.fail("cos/sin must be " + std::string(dtype_name(x.dtype())) + " (or f32) [" + std::to_string(seq) +
                ", " + std::to_string(half) + "] for x " + x.describe() + ", got " + cos.describe() +
                " and " + sin.describe());
   }
   cuda::launch_rope(x.raw_data(), head_layout(x), cos.raw_data(), sin.raw_data(), x.dtype(),
-                    inverse, current());
+                    cos.dtype(), inverse, current());
 }
 
 // ---- attention -------------------------------------------------------------------------------

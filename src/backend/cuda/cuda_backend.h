@@ -50,6 +50,8 @@ class CudaBackend final : public Backend {
   Allocator& allocator() override { return *allocator_; }
   CachingAllocator& caching_allocator() { return *allocator_; }
   Allocator& pinned_host_allocator() override { return pinned_; }
+  // cudaMemGetInfo's total for this device.
+  std::optional<int64_t> device_memory_capacity_bytes() const override;
   // The CUDA stream behind `kind` (for NCCL and tests).
   cudaStream_t stream(StreamKind kind) const { return streams_[static_cast<size_t>(kind)]; }
 

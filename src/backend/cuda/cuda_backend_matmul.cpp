@@ -47,8 +47,9 @@ bool CudaBackend::pitch_pays(const cuda::GemmOperands& op) const {
   const double flops = 2.0 * static_cast<double>(op.m) * static_cast<double>(op.n) *
                        static_cast<double>(op.k);
   const size_t element = dtype_size(op.dtype);
+  const size_t c_element = op.c_f32 ? sizeof(float) : element;
   return flops >= 2e9 && (misaligned(op.lda, element) || misaligned(op.ldb, element) ||
-                          misaligned(op.ldc, element));
+                          misaligned(op.ldc, c_element));
 }
 
 Tensor CudaBackend::pitched_copy(const void* src, int64_t rows, int64_t cols, int64_t ld,
@@ -64,6 +65,7 @@ Tensor CudaBackend::pitched_copy(const void* src, int64_t rows, int64_t cols, in
 
 bool CudaBackend::gemm_pitched(const cuda::GemmOperands& op) {
   const size_t element = dtype_size(op.dtype);
+  const size_t c_element = op.c_f32 ? sizeof(float) : element;
   cuda::GemmOperands p = op;
   Tensor a, b, c;
   if (misaligned(op.lda, element)) {
@@ -78,13 +80,13 @@ bool CudaBackend::gemm_pitched(const cuda::GemmOperands& op) {
     b = pitched_copy(op.b, rows, cols, op.ldb, p.ldb, element);
     p.b = b.raw_data();
   }
-  const bool pitched_c = misaligned(op.ldc, element);
+  const bool pitched_c = misaligned(op.ldc, c_element);
   if (pitched_c) {
-    p.ldc = padded_ld(op.ldc, element);
+    p.ldc = padded_ld(op.ldc, c_element);
     if (op.beta != 0.0f) {
-      c = pitched_copy(op.c, op.m, op.n, op.ldc, p.ldc, element);
+      c = pitched_copy(op.c, op.m, op.n, op.ldc, p.ldc, c_element);
     } else {
-      c = scratch(static_cast<size_t>(op.m) * static_cast<size_t>(p.ldc) * element);
+      c = scratch(static_cast<size_t>(op.m) * static_cast<size_t>(p.ldc) * c_element);
     }
     p.c = c.raw_data();
   }
@@ -92,9 +94,9 @@ bool CudaBackend::gemm_pitched(const cuda::GemmOperands& op) {
     return false;  // the unpitched paths take it (nothing was written to op.c)
   }
   if (pitched_c) {
-    ZERO_CUDA_CHECK(cudaMemcpy2DAsync(op.c, static_cast<size_t>(op.ldc) * element, p.c,
-                                      static_cast<size_t>(p.ldc) * element,
-                                      static_cast<size_t>(op.n) * element,
+    ZERO_CUDA_CHECK(cudaMemcpy2DAsync(op.c, static_cast<size_t>(op.ldc) * c_element, p.c,
+                                      static_cast<size_t>(p.ldc) * c_element,
+                                      static_cast<size_t>(op.n) * c_element,
                                       static_cast<size_t>(op.m), cudaMemcpyDeviceToDevice,
                                       current()));
   }
@@ -107,7 +109,8 @@ void CudaBackend::gemm(const cuda::GemmOperands& op) {
   if (op.m == 0 || op.n == 0) return;
   if (op.k == 0) {
     // An empty inner dimension: c = beta c (+ bias). cuBLASLt rejects zero-sized operands.
-    Tensor c = Tensor::borrow(op.c, {op.m, op.n}, op.dtype, device(), nullptr);
+    Tensor c = Tensor::borrow(op.c, {op.m, op.n}, op.c_f32 ? DType::kF32 : op.dtype, device(),
+                              nullptr);
     if (op.beta == 0.0f) {
       fill(c, 0.0);
     } else {
@@ -147,7 +150,8 @@ void CudaBackend::gemm_realigned(const cuda::GemmOperands& op) {
   };
   const size_t a_bytes = bytes_of(op.transpose_a ? op.k : op.m, op.lda);
   const size_t b_bytes = bytes_of(op.transpose_b ? op.n : op.k, op.ldb);
-  const size_t c_bytes = bytes_of(op.m, op.ldc);
+  const size_t c_bytes =
+      static_cast<size_t>(op.m) * static_cast<size_t>(op.ldc) * (op.c_f32 ? sizeof(float) : element);
   Tensor a = scratch(a_bytes), b = scratch(b_bytes), c = scratch(c_bytes);
   ZERO_CUDA_CHECK(
       cudaMemcpyAsync(a.raw_data(), op.a, a_bytes, cudaMemcpyDeviceToDevice, current()));
@@ -266,7 +270,11 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
                                   const Tensor& x, const Tensor& w) {
   const Checks check(device(), "linear_backward");
   check.contiguous(dw, "dw").contiguous(dy, "dy").contiguous(x, "x").contiguous(w, "w");
-  check.dtype(x, w.dtype(), "x").dtype(dy, w.dtype(), "dy").dtype(dw, w.dtype(), "dw");
+  check.dtype(x, w.dtype(), "x").dtype(dy, w.dtype(), "dy");
+  // dw: w's dtype, or an f32 accumulator of a 16-bit product (the tiled logits loss's dweight_,
+  // which the CPU backend accepts through its f32 twins).
+  const bool dw_f32 = dw.dtype() == DType::kF32 && dtype_size(w.dtype()) == 2;
+  if (!dw_f32) check.dtype(dw, w.dtype(), "dw");
   if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
     check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()));
   }
@@ -298,6 +306,7 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
   dw_op.c = dw.raw_data();
   dw_op.ldc = in;
   dw_op.beta = 1.0f;
+  dw_op.c_f32 = dw_f32;
   // dy feeds both products: when its rows need pitching (see gemm_pitched), copy it once here
   // so neither product copies it again.
   Tensor dy_pitched;

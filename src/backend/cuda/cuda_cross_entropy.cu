@@ -45,7 +45,9 @@ __global__ void cross_entropy_kernel(L* losses, T* dlogits, const T* logits, con
       if (v > m_own) {
         sum_own = sum_own * static_cast<double>(expf(m_own - v)) + 1.0;  // expf(-inf) = 0
         m_own = v;
-      } else if (m_own != -INFINITY) {  // (-inf logits before any finite one add nothing)
+      } else if (m_own != -INFINITY || v != v) {
+        // -inf logits before any finite one add nothing; a NaN always lands in the sum (as on
+        // the CPU, whose loss is NaN for any NaN logit), also before the thread's first finite.
         sum_own += static_cast<double>(expf(v - m_own));
       }
     }

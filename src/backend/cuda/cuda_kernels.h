@@ -120,8 +120,9 @@ struct HeadLayout {  // a [B, T, H, D] view with contiguous D
   int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
   int64_t batch_stride = 0, seq_stride = 0, head_stride = 0;
 };
+// cos/sin: table_dtype, which is dtype or f32 (f32 tables for 16-bit x, as the model keeps them).
 void launch_rope(void* x, const HeadLayout& layout, const void* cos, const void* sin, DType dtype,
-                 bool inverse, cudaStream_t stream);
+                 DType table_dtype, bool inverse, cudaStream_t stream);
 
 // ---- attention (cuda_attention.cu) -------------------------------------------------------------
 inline constexpr int64_t kMaxAttentionHeadDim = 256;

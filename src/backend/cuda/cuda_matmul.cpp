@@ -46,88 +46,122 @@ Layout row_major_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t
   return Layout(layout);
 }
 
-// The largest power of two (at most 256) dividing the address.
-uint32_t pointer_alignment(const void* pointer) {
-  const auto address = reinterpret_cast<uintptr_t>(pointer);
-  uint32_t alignment = 256;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
-  return alignment;
+void set_bias_pointer(cublasLtMatmulDesc_t desc, const void* bias) {
+  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                   sizeof(bias)));
 }
 
 }  // namespace
 
-CublasLtMatmul::CublasLtMatmul() { ZERO_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
+// Everything cublasLtMatmul needs besides the pointers, alpha, beta and the stream. A plan with
+// `supported` false records that the heuristic found no algorithm (its descriptors are dropped).
+struct CublasLtMatmul::Plan {
+  bool supported = false;
+  MatmulDesc desc;
+  Layout first, second, out;  // cuBLASLt's A (our b), B (our a), C = D (our c)
+  cublasLtMatmulHeuristicResult_t result{};
+};
+
+// Builds the plan for `key` - only from the key, so nothing the plan depends on can be missing
+// from it - and asks the heuristic. `bias` is the current call's bias pointer (the heuristic reads
+// its alignment; the key holds the same alignment). Throws for failures other than "no
+// algorithm".
+std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t handle,
+                                                               const MatmulPlanKey& key,
+                                                               const void* bias) {
+  const cudaDataType_t type = cuda_type(key.dtype);
+  auto plan = std::make_unique<Plan>();
+  cublasLtMatmulDesc_t raw_desc = nullptr;
+  // CUBLAS_COMPUTE_32F: f32 accumulation, and for f32 operands no TF32 (that would be
+  // CUBLAS_COMPUTE_32F_FAST_TF32).
+  ZERO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  plan->desc.reset(raw_desc);
+  // Column-major D^T[n, m] = op(b)^T [n, k] x op(a)^T [k, m]. Row-major storage read
+  // column-major is the transpose, so op(b)^T is b's storage as it lies when b is not transposed,
+  // and needs CUBLAS_OP_T exactly when the row-major product transposes b (likewise a).
+  const cublasOperation_t trans_first = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t trans_second = key.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSA,
+                                                   &trans_first, sizeof(trans_first)));
+  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
+                                                   &trans_second, sizeof(trans_second)));
+  if (key.bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    set_bias_pointer(plan->desc.get(), bias);
+    const cudaDataType_t bias_type = cuda_type(key.bias_dtype);
+    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  // Storage shapes (row-major): b is [k, n] or, transposed, [n, k]; a is [m, k] or [k, m].
+  plan->first = key.transpose_b ? row_major_layout(type, key.n, key.k, key.ldb)
+                                : row_major_layout(type, key.k, key.n, key.ldb);
+  plan->second = key.transpose_a ? row_major_layout(type, key.k, key.m, key.lda)
+                                 : row_major_layout(type, key.m, key.k, key.lda);
+  plan->out = row_major_layout(key.c_f32 ? CUDA_R_32F : type, key.m, key.n, key.ldc);
+
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  const Preference pref(raw_pref);
+  const uint64_t max_workspace = key.workspace_bytes;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace)));
+  // Operands may be views at any element offset (a parameter inside the flat buffer): the
+  // heuristic otherwise assumes 256-byte alignment and may pick a kernel that faults.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.b_alignment},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.a_alignment},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.c_alignment},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.c_alignment}};
+  for (const auto& [attribute, alignment] : alignments) {
+    ZERO_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref.get(), attribute, &alignment, sizeof(alignment)));
+  }
+  int found = 0;
+  const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
+      handle, plan->desc.get(), plan->first.get(), plan->second.get(), plan->out.get(),
+      plan->out.get(), pref.get(), 1, &plan->result, &found);
+  if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (heuristic == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    return std::make_unique<Plan>();  // supported = false; the descriptors are freed
+  }
+  ZERO_CUBLAS_CHECK(heuristic);
+  plan->supported = true;
+  return plan;
+}
+
+CublasLtMatmul::CublasLtMatmul() : plans_(kMaxPlans) {
+  ZERO_CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
 
 CublasLtMatmul::~CublasLtMatmul() {
+  plans_.clear();  // the descriptors before the handle
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
 bool CublasLtMatmul::run(const GemmOperands& op, void* workspace, size_t workspace_bytes,
                          cudaStream_t stream) {
-  const cudaDataType_t type = cuda_type(op.dtype);
-  cublasLtMatmulDesc_t raw_desc = nullptr;
-  // CUBLAS_COMPUTE_32F: f32 accumulation, and for f32 operands no TF32 (that would be
-  // CUBLAS_COMPUTE_32F_FAST_TF32).
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  MatmulDesc desc(raw_desc);
-  // Column-major D^T[n, m] = op(b)^T [n, k] x op(a)^T [k, m]. Row-major storage read
-  // column-major is the transpose, so op(b)^T is b's storage as it lies when b is not transposed,
-  // and needs CUBLAS_OP_T exactly when the row-major product transposes b (likewise a).
-  const cublasOperation_t trans_first = op.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t trans_second = op.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA,
-                                                   &trans_first, sizeof(trans_first)));
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
-                                                   &trans_second, sizeof(trans_second)));
   if (op.bias != nullptr) {
     ZERO_CHECK(op.beta == 0.0f, "the bias epilogue is used with beta = 0 only");
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                     &epilogue, sizeof(epilogue)));
-    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &op.bias, sizeof(op.bias)));
-    const cudaDataType_t bias_type = type;
-    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
-  // Storage shapes (row-major): b is [k, n] or, transposed, [n, k]; a is [m, k] or [k, m].
-  const Layout first = op.transpose_b ? row_major_layout(type, op.n, op.k, op.ldb)
-                                      : row_major_layout(type, op.k, op.n, op.ldb);
-  const Layout second = op.transpose_a ? row_major_layout(type, op.k, op.m, op.lda)
-                                       : row_major_layout(type, op.m, op.k, op.lda);
-  const Layout out = row_major_layout(type, op.m, op.n, op.ldc);
-
-  cublasLtMatmulPreference_t raw_pref = nullptr;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
-  Preference pref(raw_pref);
-  const uint64_t max_workspace = workspace_bytes;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace)));
-  // Operands may be views at any element offset (a parameter inside the flat buffer): the
-  // heuristic otherwise assumes 256-byte alignment and may pick a kernel that faults.
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, op.b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, op.a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, op.c},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, op.c}};
-  for (const auto& [attribute, pointer] : alignments) {
-    const uint32_t alignment = pointer_alignment(pointer);
-    ZERO_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref.get(), attribute, &alignment, sizeof(alignment)));
+  const MatmulPlanKey key = make_plan_key(op, workspace_bytes);
+  Plan* plan = nullptr;
+  if (std::unique_ptr<Plan>* cached = plans_.find(key)) {
+    ++plan_hits_;
+    plan = cached->get();
+  } else {
+    ++plan_misses_;
+    plan = plans_.insert(key, make_plan(handle_, key, op.bias)).get();
   }
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t heuristic =
-      cublasLtMatmulAlgoGetHeuristic(handle_, desc.get(), first.get(), second.get(), out.get(),
-                                     out.get(), pref.get(), 1, &result, &found);
-  if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
-      (heuristic == CUBLAS_STATUS_SUCCESS && found == 0)) {
-    return false;
-  }
-  ZERO_CUBLAS_CHECK(heuristic);
-  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, desc.get(), &op.alpha, op.b, first.get(), op.a,
-                                   second.get(), &op.beta, op.c, out.get(), op.c, out.get(),
-                                   &result.algo, workspace, workspace_bytes, stream));
+  if (!plan->supported) return false;
+  // The cached descriptor holds the bias pointer of the call that made it; this call's bias has
+  // the same alignment (it is in the key) but may live elsewhere.
+  if (key.bias) set_bias_pointer(plan->desc.get(), op.bias);
+  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc.get(), &op.alpha, op.b, plan->first.get(),
+                                   op.a, plan->second.get(), &op.beta, op.c, plan->out.get(), op.c,
+                                   plan->out.get(), &plan->result.algo, workspace, workspace_bytes,
+                                   stream));
   return true;
 }
 

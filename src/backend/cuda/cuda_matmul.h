@@ -4,36 +4,37 @@
 //
 // cuBLASLt is column-major: a row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T,
 // so the operands are handed over swapped, each with the transpose flag its storage needs.
-// Descriptors are created per call (host objects, microseconds); caching them per shape is the
-// GPU-speed issue's work.
+//
+// Plans are cached (cuda_matmul_plan_cache.h): the descriptors, layouts and the algorithm
+// cublasLtMatmulAlgoGetHeuristic picked are made once per distinct product (shape, strides,
+// dtype, bias epilogue, operand alignments, workspace size) and reused, and so is a "no
+// algorithm" answer. A training step repeats a small fixed set of products, so after the first
+// step no call asks the heuristic; the cache keeps the kMaxPlans most recently used plans.
+//
+// Threading: a CublasLtMatmul (its handle, cache and cached descriptors, whose bias pointer is
+// rewritten on every call) is used from one host thread at a time - the thread driving its
+// CudaBackend - and serves that backend's device only (the heuristic's answer is per GPU model).
+// Work it enqueued may still be running on any stream when run() returns or a plan is evicted:
+// cuBLASLt reads the descriptors while enqueueing, not on the device, so a captured CUDA graph
+// keeps the pointers (bias included) that were passed while it was captured.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
-#include "core/dtype.h"
+#include "backend/cuda/cuda_gemm_operands.h"
+#include "backend/cuda/cuda_matmul_plan_cache.h"
 
 namespace zero::backend::cuda {
 
-struct GemmOperands {
-  DType dtype = DType::kF32;  // of a, b, c and bias
-  bool transpose_a = false, transpose_b = false;
-  int64_t m = 0, n = 0, k = 0;  // c is [m, n]; op(a) [m, k]; op(b) [k, n]
-  const void* a = nullptr;
-  int64_t lda = 0;  // row length of a as stored
-  const void* b = nullptr;
-  int64_t ldb = 0;
-  void* c = nullptr;
-  int64_t ldc = 0;
-  float alpha = 1.0f, beta = 0.0f;
-  // Optional bias[n] added to every row of c (cuBLASLt's bias epilogue); beta must be 0.
-  const void* bias = nullptr;
-};
-
 class CublasLtMatmul {
  public:
+  // Plans kept; GPT-2 training needs a few dozen (one per distinct product and alignment).
+  static constexpr size_t kMaxPlans = 256;
+
   CublasLtMatmul();
   ~CublasLtMatmul();
   CublasLtMatmul(const CublasLtMatmul&) = delete;
@@ -45,8 +46,24 @@ class CublasLtMatmul {
   // `workspace` is device memory of `workspace_bytes`.
   bool run(const GemmOperands& op, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+  // How many calls found their plan cached / made a new one (the heuristic ran), for tests and
+  // profiling.
+  uint64_t plan_hits() const { return plan_hits_; }
+  uint64_t plan_misses() const { return plan_misses_; }
+  size_t cached_plans() const { return plans_.size(); }
+
  private:
+  struct Plan;  // cuda_matmul.cpp: RAII descriptors and the chosen algorithm
+
+  // The plan for `key`, asking the heuristic; `bias` is the calling op's bias pointer.
+  static std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const MatmulPlanKey& key,
+                                         const void* bias);
+
   cublasLtHandle_t handle_ = nullptr;
+  // unique_ptr keeps Plan's definition in the .cpp; the cache is constructed and destroyed there
+  // (so no initialiser here).
+  MatmulPlanCache<std::unique_ptr<Plan>> plans_;
+  uint64_t plan_hits_ = 0, plan_misses_ = 0;
 };
 
 }  // namespace zero::backend::cuda

@@ -9,8 +9,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T>
-__global__ void rope_kernel(T* x, HeadLayout layout, const T* cos, const T* sin, float sign) {
+// T: the storage of x; C: of the tables (T, or f32 with 16-bit x: the model's tables stay f32).
+template <typename T, typename C>
+__global__ void rope_kernel(T* x, HeadLayout layout, const C* cos, const C* sin, float sign) {
   const int64_t half = layout.head_dim / 2;
   const int64_t n = layout.batch * layout.seq * layout.heads * half;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
@@ -31,14 +32,22 @@ __global__ void rope_kernel(T* x, HeadLayout layout, const T* cos, const T* sin,
 }  // namespace
 
 void launch_rope(void* x, const HeadLayout& layout, const void* cos, const void* sin, DType dtype,
-                 bool inverse, cudaStream_t stream) {
+                 DType table_dtype, bool inverse, cudaStream_t stream) {
   const int64_t n = layout.batch * layout.seq * layout.heads * (layout.head_dim / 2);
   if (n == 0) return;
   dispatch_storage(dtype, "rope_apply", [&](auto tag) {
     using T = decltype(tag);
-    rope_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        static_cast<T*>(x), layout, static_cast<const T*>(cos), static_cast<const T*>(sin),
-        inverse ? -1.0f : 1.0f);
+    const float sign = inverse ? -1.0f : 1.0f;
+    if (table_dtype == DType::kF32) {
+      rope_kernel<T, float><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+          static_cast<T*>(x), layout, static_cast<const float*>(cos),
+          static_cast<const float*>(sin), sign);
+    } else {
+      ZERO_CHECK(table_dtype == dtype, "rope tables of " << dtype_name(table_dtype));
+      rope_kernel<T, T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+          static_cast<T*>(x), layout, static_cast<const T*>(cos), static_cast<const T*>(sin),
+          sign);
+    }
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

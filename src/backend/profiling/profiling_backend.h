@@ -39,6 +39,9 @@ class ProfilingBackend final : public Backend {
   Device device() const override { return inner_->device(); }
   Allocator& allocator() override { return inner_->allocator(); }
   Allocator& pinned_host_allocator() override { return inner_->pinned_host_allocator(); }
+  std::optional<int64_t> device_memory_capacity_bytes() const override {
+    return inner_->device_memory_capacity_bytes();
+  }
 
   Event record_event(StreamKind stream) override { return inner_->record_event(stream); }
   void wait_event(StreamKind waiter, const Event& event) override {
