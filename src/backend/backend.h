@@ -5,6 +5,11 @@
 // Conventions for every method:
 // * Tensors live on this backend's device. Unless a method says otherwise they are contiguous
 //   and row-major; "rows" N means all leading dimensions flattened (N = B*T for activations).
+// * Row-strided views: where a method says "row-strided", that tensor may also be a view
+//   [..., C] whose last dimension is contiguous and whose leading dimensions flatten to rows a
+//   fixed stride >= C elements apart (a [rows, C] narrow of a [rows, pitch] buffer), on backends
+//   whose preferred_row_elements() pads (CUDA); the others need it contiguous. The elements
+//   between a row's end and the next row's start are neither read nor written.
 // * Floating dtypes: f32 and f64 on the CPU backend (f64 is the finite-difference oracle).
 //   Saved statistics (LayerNorm mean/rstd, RMSNorm rstd, attention logsumexp) have
 //   stats_dtype(x.dtype()): f64 for f64 inputs, f32 otherwise.
@@ -64,6 +69,16 @@ class Backend {
   virtual std::optional<int64_t> device_memory_capacity_bytes() const { return std::nullopt; }
   // Blocks the host until every stream's enqueued work is done (counted).
   void synchronize();
+  // The row length, in elements (>= columns), this backend's kernels prefer for a [rows,
+  // columns] matrix of `dtype` that a caller allocates itself and uses through its [rows,
+  // columns] view (narrow(1, 0, columns)): the big LM-head logits. The default, kept by the CPU
+  // and simulated-device backends, is `columns` (exact rows: the view is the whole tensor). The
+  // CUDA backend rounds up so that every row starts on a 16-byte boundary, which cuBLASLt's fast
+  // (TMA) kernels need. A padded row's extra elements are never read or written by the ops that
+  // accept such a view (each op's comment says "row-strided" where it does).
+  virtual int64_t preferred_row_elements(int64_t columns, DType /*dtype*/) const {
+    return columns;
+  }
 
   // ---- streams and events (backend/stream.h) -------------------------------------------------
   StreamKind current_stream() const { return current_stream_; }
@@ -86,7 +101,8 @@ class Backend {
   virtual double elapsed_seconds(const Event& start, const Event& end);
 
   // ---- counted host <-> device transfers -----------------------------------------------------
-  // Whole contiguous tensor (nbytes() bytes). copy_from_host may return before the copy is done
+  // Whole contiguous tensor (nbytes() bytes); copy_to_host's src may be row-strided (its rows
+  // land packed in dst). copy_from_host may return before the copy is done
   // on an asynchronous backend only when `src` stays valid until the stream reaches it; these
   // wrappers are synchronous with respect to the host buffer (the CPU backend trivially).
   void copy_from_host(Tensor& dst, const void* src);
@@ -113,17 +129,18 @@ class Backend {
                                         int64_t first_index) = 0;
   // y += alpha * x (same shape, contiguous, same floating dtype).
   virtual void add(Tensor& y, const Tensor& x, double alpha) = 0;
-  // y *= alpha.
+  // y *= alpha (y may be row-strided).
   virtual void scale(Tensor& y, double alpha) = 0;
 
   // ---- matrix products -----------------------------------------------------------------------
   // c[M,N] = alpha * op(a) @ op(b) + beta * c, op = transpose when asked. All 2-D, contiguous.
   virtual void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
                       bool transpose_b, double alpha, double beta) = 0;
-  // y[N,out] = x[N,in] @ w[out,in]^T (+ bias[out] when bias != nullptr).
+  // y[N,out] = x[N,in] @ w[out,in]^T (+ bias[out] when bias != nullptr). Without a bias y may
+  // be row-strided.
   virtual void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) = 0;
   // dx[N,in] = dy @ w (overwrite; skipped when dx == nullptr); dw += dy^T @ x;
-  // dbias += column sums of dy (when dbias != nullptr).
+  // dbias += column sums of dy (when dbias != nullptr). Without dbias dy may be row-strided.
   virtual void linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
                                const Tensor& x, const Tensor& w) = 0;
 
@@ -194,8 +211,9 @@ class Backend {
   // Fused softmax + cross-entropy over logits[N,V] with targets[N] (i32/i64). losses[N]
   // (dtype of logits) gets -log softmax(logits)[target] (0 where target == ignore_index).
   // When dlogits != nullptr it gets grad_scale * (softmax - onehot(target)) (zero rows where
-  // ignored); dlogits may alias logits. Probabilities are never stored. A target outside
-  // [0, V) that is not ignore_index throws zero::Error.
+  // ignored); dlogits may alias logits (the same view). Probabilities are never stored. A target
+  // outside [0, V) that is not ignore_index throws zero::Error. logits and dlogits may be
+  // row-strided.
   virtual void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                                      const Tensor& targets, int64_t ignore_index,
                                      double grad_scale) = 0;

@@ -5,6 +5,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "sharding/model_parallel_share.h"
 
 namespace zero::engine {
 namespace {
@@ -53,26 +54,14 @@ std::string host_fixes(const MemoryNeed& need) {
   return fix;
 }
 
-// What one rank of a pipeline stage and tensor-parallel slice holds: the largest stage's blocks
-// (ceil(layers / stages)) as a model of that depth, embedding and head included.
-model::TransformerConfig stage_config(const model::TransformerConfig& config, int64_t stages) {
-  model::TransformerConfig stage = config;
-  stage.num_layers = (config.num_layers + stages - 1) / stages;
-  return stage;
-}
-
 MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPreflightRequest& r,
                     const sharding::ZeroOptions& options) {
-  const int64_t model_ranks = r.pipeline_stages * r.tensor_parallel;
-  const int64_t data_ranks = r.world_size / model_ranks;
-  const model::TransformerConfig stage = stage_config(config, r.pipeline_stages);
-  sharding::EstimateShape shape;
-  shape.total_params = (stage.num_parameters() + r.tensor_parallel - 1) / r.tensor_parallel;
-  shape.largest_layer_params =
-      (sharding::largest_layer_params(config) + r.tensor_parallel - 1) / r.tensor_parallel;
-  // ZeRO partitions over the data-parallel ranks of the stage and slice.
-  shape.gpus_per_node = std::min(r.ranks_on_this_machine, data_ranks);
-  shape.num_nodes = (data_ranks + shape.gpus_per_node - 1) / shape.gpus_per_node;
+  // What one rank of the largest pipeline stage and its tensor-parallel slice holds, ZeRO
+  // partitioning over the data-parallel ranks (shared with `zero estimate`).
+  const sharding::ModelParallelShare share = sharding::model_parallel_share(
+      config, r.pipeline_stages, r.tensor_parallel, r.world_size, r.ranks_on_this_machine);
+  const model::TransformerConfig& stage = share.stage;
+  const sharding::EstimateShape& shape = share.shape;
   const sharding::ModelStateMemory states = sharding::estimate_model_states(shape, options);
 
   MemoryNeed need;
@@ -101,7 +90,7 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   const sharding::ActivationMemory activations = sharding::estimate_activations(stage, settings);
   // 1F1B: the first stage holds this many micro-batches' activations before its first backward.
   const int64_t in_flight =
-      r.pipeline_stages > 1 ? std::min(r.pipeline_stages, r.gradient_accumulation) : 1;
+      sharding::micro_batches_in_flight(r.pipeline_stages, r.gradient_accumulation);
   need.activation_bytes = checked_product({activations.peak_bytes, in_flight}, kWhat);
   need.checkpoint_host_bytes = checked_product({activations.host_bytes, in_flight}, kWhat);
 

@@ -99,7 +99,13 @@ Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
     in.first_column = columns_.begin;
     tiled_.forward(be, in, shards, ctx.training, losses);
   } else {
-    logits = be.empty({rows, columns_.size()}, dt, MemoryCategory::kActivations);
+    // Rows padded to the backend's preferred length (16-byte rows on CUDA, so cuBLASLt's fast
+    // kernels take both products without pitched copies), used through the [rows, V] view.
+    // Tensor parallelism keeps exact rows: the sliced loss ops take contiguous logits.
+    const int64_t cols = columns_.size();
+    const int64_t pitch = group == nullptr ? be.preferred_row_elements(cols, dt) : cols;
+    logits = be.empty({rows, pitch}, dt, MemoryCategory::kActivations);
+    if (pitch != cols) logits = logits.narrow(1, 0, cols);
     be.linear_forward(logits, h, head_weight(), nullptr);
     if (ctx.capture_logits != nullptr) be.copy_to_host(ctx.capture_logits->raw_data(), logits);
     vocab_parallel_cross_entropy(be, group, losses, ctx.training ? &logits : nullptr, logits,

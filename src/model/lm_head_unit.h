@@ -1,8 +1,10 @@
 // LmHeadUnit: the last unit — final norm, LM head projection to the vocabulary, and the fused
 // softmax + cross-entropy. Logits exist only as one [B*T, V] buffer that the loss overwrites with
-// dlogits (probabilities are never stored). With tied embeddings it reads and accumulates into
-// the embedding unit's table instead of owning a weight. With ctx.sequence_tiling.logits_shards
-// resolving to N > 1 the head + loss run tiled (model/tiled_logits_loss.h): no [B*T, V] buffer.
+// dlogits (probabilities are never stored); its rows are Backend::preferred_row_elements long
+// (padded to 16 bytes on CUDA) and the ops see its [B*T, V] view. With tied embeddings it reads
+// and accumulates into the embedding unit's table instead of owning a weight. With
+// ctx.sequence_tiling.logits_shards resolving to N > 1 the head + loss run tiled
+// (model/tiled_logits_loss.h, exact rows): no [B*T, V] buffer.
 //
 // Tensor parallelism (model/vocab_parallel.h): built with a layout of size tp, the head weight
 // (or the tied embedding's slice) holds this rank's vocabulary rows; the logits are this rank's

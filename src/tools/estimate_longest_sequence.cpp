@@ -3,15 +3,10 @@
 #include <cstdio>
 
 #include "model/sequence_tiling.h"
+#include "tools/estimate_format.h"
 
 namespace zero::tools {
 namespace {
-
-std::string gib(int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-  return text;
-}
 
 std::string tiled_name(const sharding::ActivationSettings& s) {
   return "tiled-mlp " + model::describe_shards(s.tiled_mlp_shards) + ", tiled-logits " +
@@ -63,7 +58,8 @@ void print_longest_sequences(const std::vector<LongestSequenceRow>& rows,
   std::printf("\nLongest sequence that fits %s with %s (micro-batch %lld, %lld-byte activations, "
               "sequence parallel %lld):\n",
               budget.c_str(), configuration.c_str(), static_cast<long long>(s.micro_batch),
-              static_cast<long long>(s.activation_bytes), static_cast<long long>(s.sequence_parallel));
+              static_cast<long long>(s.activation_bytes),
+              static_cast<long long>(s.sequence_parallel));
   std::printf("%16s  %14s  %14s  %s\n", "seq len", "activations", "host (ckpt)", "options");
   for (const LongestSequenceRow& row : rows) {
     std::string length = row.longest_seq_len == 0 ? "none" : std::to_string(row.longest_seq_len);
@@ -72,8 +68,8 @@ void print_longest_sequences(const std::vector<LongestSequenceRow>& rows,
                 row.longest_seq_len == 0 ? "-" : gib(row.peak_bytes).c_str(),
                 row.host_bytes > 0 ? gib(row.host_bytes).c_str() : "-", row.options.c_str());
   }
-  std::printf("(limit: the search stops at %lld tokens; activations: the device peak of one micro-batch)\n",
-              static_cast<long long>(max_seq_len));
+  std::printf("(limit: the search stops at %lld tokens; activations: the device peak of one "
+              "micro-batch)\n", static_cast<long long>(max_seq_len));
 }
 
 nlohmann::json longest_sequences_json(const std::vector<LongestSequenceRow>& rows) {

@@ -1,7 +1,12 @@
 #include "tools/train_device.h"
 
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 #include "backend/backend_factory.h"
 #if ZERO_HAVE_NCCL
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/nccl_comm.h"
 #endif
 #include "comm/host_staged_comm.h"
@@ -9,6 +14,33 @@
 #include "comm/world.h"
 
 namespace zero::tools {
+#if ZERO_HAVE_NCCL
+namespace {
+
+// Every rank's `value`, in rank order (a collective over `world`).
+std::vector<uint64_t> gather_u64(comm::Comm& world, uint64_t value) {
+  Tensor mine = Tensor::zeros_host({1}, DType::kI64, MemoryCategory::kComm);
+  Tensor all = Tensor::zeros_host({world.world_size()}, DType::kI64, MemoryCategory::kComm);
+  std::memcpy(mine.raw_data(), &value, sizeof(value));
+  world.all_gather(mine, all);
+  std::vector<uint64_t> out(static_cast<size_t>(world.world_size()));
+  std::memcpy(out.data(), all.raw_data(), out.size() * sizeof(uint64_t));
+  return out;
+}
+
+// Whether every value is non-zero and no two are equal.
+bool all_distinct_and_known(const std::vector<uint64_t>& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] == 0) return false;
+    for (size_t j = 0; j < i; ++j) {
+      if (values[i] == values[j]) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+#endif
 
 TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
                               bool profile_kernels) {
@@ -23,11 +55,17 @@ TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
   [[maybe_unused]] bool use_nccl = false;
 #if ZERO_HAVE_NCCL
   if (name == "cuda" && world.world_size() > 1) {
+    // The GPU this rank would own: its local rank's, or the only one it sees (a launcher that
+    // gives each rank its own CUDA_VISIBLE_DEVICES, as Slurm's --gpus-per-task). NCCL needs a
+    // different physical GPU per rank, so the GPUs' UUIDs decide, not device counts; every rank
+    // sees the same list, so all agree, and one rank without a GPU of its own sends everybody to
+    // host staging.
     const int local_rank = comm::local_rank_from_environment();
-    const bool own_gpu = local_rank < backend::cuda_device_count();
-    // Every rank must agree: one rank without a GPU of its own sends everybody to host staging.
-    use_nccl = world.all_reduce_scalar(own_gpu ? 0.0 : 1.0, comm::ReduceOp::kMax) == 0.0;
-    if (use_nccl) name = "cuda:" + std::to_string(local_rank);
+    const int count = backend::cuda_device_count();
+    const int candidate = count == 1 ? 0 : local_rank;
+    const uint64_t gpu = candidate < count ? backend::cuda_device_uuid_hash(candidate) : 0;
+    use_nccl = all_distinct_and_known(gather_u64(world, gpu));
+    if (use_nccl) name = "cuda:" + std::to_string(candidate);
   }
 #endif
   TrainDevice out;

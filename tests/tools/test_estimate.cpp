@@ -2,6 +2,8 @@
 // ZeRO-3 with optimizer offload) prints a readable table with DeepSpeed's numbers, all stages
 // are listed without --stage, --gpu-memory marks what fits and recommends a configuration,
 // --json carries the exact bytes, and bad flags exit with 2 and a message naming the flag.
+// With --pipeline-parallel-size / --tensor-parallel-size the rows are those of one GPU of the
+// largest stage, equal to zero train's memory preflight (engine::estimate_training_memory).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/memory_preflight.h"
+#include "model/transformer_config.h"
 #include "tools/shell_runner.h"
 
 namespace {
@@ -204,6 +208,133 @@ TEST(ZeroEstimate, LongSequenceOptions) {
   const Result sp = run_zero("estimate --model tiny --seq-len 63 --stage 0 --sequence-parallel 2");
   EXPECT_EQ(sp.exit_code, 2) << sp.output;
   EXPECT_TRUE(has(sp.output, "divide the sequence length")) << sp.output;
+}
+
+// The preflight's figures for one ZeRO row of `zero estimate --model llama-1b` on 2 nodes x 8
+// GPUs with micro-batch 2 x 1024 bf16 activations. `builds_partitioned` true leaves out the
+// preflight's floor of a whole unpartitioned model, which the estimators do not count.
+zero::engine::MemoryNeed preflight_need(const nlohmann::json& row, int64_t pp, int64_t tp,
+                                        int64_t gradient_accumulation, bool builds_partitioned) {
+  zero::engine::MemoryPreflightRequest r;
+  r.micro_batch = 2;
+  r.seq_len = 1024;
+  r.param_bytes = 4;       // the estimators' accounting, unscaled
+  r.activation_bytes = 2;  // --activation-dtype bf16 (the default)
+  r.zero_stage = row["stage"].get<int>();
+  r.world_size = 16;
+  r.ranks_on_this_machine = 8;
+  auto device = [](const nlohmann::json& name) {
+    return name == "cpu"    ? zero::sharding::OffloadDevice::kCpu
+           : name == "nvme" ? zero::sharding::OffloadDevice::kNvme
+                            : zero::sharding::OffloadDevice::kNone;
+  };
+  r.offload_optimizer = device(row["offload_optimizer"]);
+  r.offload_param = device(row["offload_param"]);
+  r.builds_partitioned = builds_partitioned;
+  r.pipeline_stages = pp;
+  r.tensor_parallel = tp;
+  r.gradient_accumulation = gradient_accumulation;
+  return zero::engine::estimate_training_memory(zero::model::preset_config("llama-1b"), r);
+}
+
+const std::string kMeshBase =
+    "estimate --model llama-1b --gpus-per-node 8 --nodes 2 --micro-batch 2 --seq-len 1024 --json ";
+
+// Every row of a 2 x 2 x 4 mesh (pipelined: stages 0 and 1) and of a tensor-parallel-only mesh
+// (ZeRO-3 included) has the preflight's GPU states, activations in flight and host memory.
+TEST(ZeroEstimate, MeshRowsEqualTheMemoryPreflight) {
+  struct Mesh {
+    int64_t pp, tp, gas;
+  };
+  for (const Mesh m : {Mesh{2, 2, 4}, Mesh{4, 1, 2}, Mesh{1, 2, 1}}) {
+    const std::string flags = "--pipeline-parallel-size " + std::to_string(m.pp) +
+                              " --tensor-parallel-size " + std::to_string(m.tp) +
+                              " --gradient-accumulation " + std::to_string(m.gas);
+    const Result r = run_zero(kMeshBase + flags, /*merge_stderr=*/false);
+    ASSERT_EQ(r.exit_code, 0) << flags << "\n" << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    ASSERT_GE(j["rows"].size(), 3u) << r.output;
+    for (const auto& row : j["rows"]) {
+      const auto need = preflight_need(row, m.pp, m.tp, m.gas, true);
+      EXPECT_EQ(row["gpu_bytes"].get<int64_t>(), need.model_state_bytes) << flags << row;
+      EXPECT_EQ(row["gpu_total_bytes"].get<int64_t>(),
+                need.model_state_bytes + need.activation_bytes) << flags << row;
+      EXPECT_EQ(j["mesh"]["rank_params"].get<int64_t>(), need.rank_params) << flags;
+      // Host memory of offloaded states, with the row's zero_init as the way the model is built.
+      if (row["offload_optimizer"] != "none") {
+        const bool zero_init = row["stage"] != 3 || row["zero_init"].get<bool>();
+        EXPECT_EQ(row["cpu_bytes"].get<int64_t>(),
+                  preflight_need(row, m.pp, m.tp, m.gas, zero_init).offloaded_bytes)
+            << flags << row;
+      }
+    }
+  }
+}
+
+TEST(ZeroEstimate, JsonAndTableNameTheMesh) {
+  const std::string flags = "--pipeline-parallel-size 2 --tensor-parallel-size 2 "
+                            "--gradient-accumulation 8";
+  Result r = run_zero(kMeshBase + flags, /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["mesh"]["pipeline_parallel_size"], 2);
+  EXPECT_EQ(j["mesh"]["tensor_parallel_size"], 2);
+  EXPECT_EQ(j["mesh"]["data_parallel_size"], 4);
+  EXPECT_EQ(j["mesh"]["micro_batches_in_flight"], 2);  // min(2 stages, 8 micro-batches)
+  EXPECT_EQ(j["mesh"]["stage_layers"], 8);               // llama-1b: 16 blocks in 2 stages
+  EXPECT_EQ(j["mesh"]["zero_stages_2_3_dropped"], true);
+  EXPECT_EQ(j["activations"]["in_flight_bytes"].get<int64_t>(),
+            2 * j["activations"]["peak_bytes"].get<int64_t>());
+  for (const auto& row : j["rows"]) EXPECT_LE(row["stage"].get<int>(), 1) << row;
+  // Without the mesh flags there is no "mesh" key (the output of earlier versions).
+  r = run_zero(kMeshBase, /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(nlohmann::json::parse(r.output).contains("mesh")) << r.output;
+  r = run_zero("estimate --model llama-1b --gpus-per-node 8 --nodes 2 " + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "mesh: 2 pipeline stages x 2 tensor-parallel x 4 data-parallel"))
+      << r.output;
+  EXPECT_TRUE(has(r.output, "rows per GPU of the largest stage: 8 of 16 blocks")) << r.output;
+  EXPECT_TRUE(has(r.output, "ZeRO stages 2 and 3 are left out")) << r.output;
+  for (const auto& row : table_rows(r.output)) EXPECT_TRUE(row[0] == '0' || row[0] == '1') << row;
+}
+
+TEST(ZeroEstimate, MeshMistakesAreRefusedWithTheNumbers) {
+  struct Case {
+    std::string args;
+    std::vector<std::string> parts;
+  };
+  const Case cases[] = {
+      {"--model llama-1b --gpus-per-node 6 --pipeline-parallel-size 4",
+       {"the 6 GPUs", "--pipeline-parallel-size 4", "--tensor-parallel-size 1 = 4"}},
+      {"--model llama-1b --gpus-per-node 4 --nodes 3 --pipeline-parallel-size 2 "
+       "--tensor-parallel-size 8",
+       {"the 12 GPUs", "--pipeline-parallel-size 2", "--tensor-parallel-size 8 = 16"}},
+      {"--params 7B --stage 1 --gpus-per-node 8 --pipeline-parallel-size 2",
+       {"--pipeline-parallel-size", "need --model"}},
+      {"--params 7B --stage 1 --gpus-per-node 8 --tensor-parallel-size 2",
+       {"--tensor-parallel-size", "need --model"}},
+      // zero train refuses ZeRO stages 2 and 3 with a pipeline, with this reason.
+      {"--model llama-1b --gpus-per-node 8 --pipeline-parallel-size 2 --stage 3",
+       {"--stage 3 with --pipeline-parallel-size 2",
+        "DeepSpeed refuses ZeRO stages 2 and 3 with a pipeline"}},
+      {"--model llama-1b --gpus-per-node 8 --pipeline-parallel-size 2 --stage 2",
+       {"--stage 2 with --pipeline-parallel-size 2"}},
+      {"--model llama-1b --gpus-per-node 8 --pipeline-parallel-size 2 --seq-len 64 "
+       "--sequence-parallel 2",
+       {"--sequence-parallel 2 with --pipeline-parallel-size 2 is not built yet"}},
+      {"--model tiny --gpus-per-node 8 --pipeline-parallel-size 8",
+       {"--pipeline-parallel-size 8 is more than the model's 4 blocks"}},
+      {"--model llama-1b --pipeline-parallel-size 0",
+       {"--pipeline-parallel-size must be at least 1"}},
+  };
+  for (const Case& c : cases) {
+    const Result r = run_zero("estimate " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    for (const std::string& part : c.parts) {
+      EXPECT_TRUE(has(r.output, part)) << c.args << "\n" << r.output;
+    }
+  }
 }
 
 }  // namespace

@@ -81,6 +81,19 @@ int cuda_device_count() {
 }
 
 
+uint64_t cuda_device_uuid_hash(int index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the 16 UUID bytes
+  for (const char byte : prop.uuid.bytes) {
+    hash = (hash ^ static_cast<unsigned char>(byte)) * 1099511628211ull;
+  }
+  return hash;
+}
+
 // ---- lifetime, memory, streams, events -------------------------------------------------------
 
 CudaBackend::CudaBackend(int device_index) : index_(device_index), memory_(device_index) {
@@ -126,6 +139,39 @@ std::optional<int64_t> CudaBackend::device_memory_capacity_bytes() const {
   size_t free_bytes = 0, total_bytes = 0;
   ZERO_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   return static_cast<int64_t>(total_bytes);
+}
+
+int64_t CudaBackend::preferred_row_elements(int64_t columns, DType dtype) const {
+  const auto per_16_bytes = static_cast<int64_t>(16 / dtype_size(dtype));  // >= 1 (<= 8 bytes)
+  return (columns + per_16_bytes - 1) / per_16_bytes * per_16_bytes;
+}
+
+int64_t CudaBackend::row_pitch(const Tensor& t, const char* op, const char* name) const {
+  const Checks check(device(), op);
+  check.here(t, name);
+  if (t.is_contiguous()) return t.dim() == 0 ? 1 : t.size(-1);
+  const auto reject = [&]() {
+    check.fail(std::string(name) + " " + t.describe() +
+               " must be contiguous or row-strided (a contiguous last dimension, rows one stride "
+               "apart and no closer than a row's length); make a contiguous copy first");
+  };
+  const int64_t cols = t.dim() == 0 ? 1 : t.size(-1);
+  if (t.dim() == 0 || (cols != 1 && t.stride(-1) != 1)) reject();
+  // Walk the leading dimensions inward-out: the innermost one of size > 1 sets the row stride,
+  // each outer one must continue it evenly (dimensions of size 1 have no stride that matters).
+  int64_t pitch = -1, next = 0;
+  for (int64_t d = t.dim() - 2; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (pitch < 0) {
+      pitch = t.stride(d);
+    } else if (t.stride(d) != next) {
+      reject();
+    }
+    next = t.stride(d) * t.size(d);
+  }
+  if (pitch < 0) return cols;  // a single row
+  if (pitch < cols) reject();
+  return pitch;
 }
 
 Tensor CudaBackend::scratch(size_t bytes) {
@@ -244,11 +290,18 @@ void CudaBackend::do_copy_from_host(Tensor& dst, const void* src) {
 }
 
 void CudaBackend::do_copy_to_host(void* dst, const Tensor& src) {
-  Checks(device(), "copy_to_host").contiguous(src, "src");
+  const int64_t pitch = row_pitch(src, "copy_to_host", "src");
   ZERO_CHECK(dst != nullptr || src.nbytes() == 0, "copy_to_host: null destination");
-  if (src.nbytes() > 0) {
+  if (src.nbytes() > 0 && src.is_contiguous()) {
     ZERO_CUDA_CHECK(
         cudaMemcpyAsync(dst, src.raw_data(), src.nbytes(), cudaMemcpyDeviceToHost, current()));
+  } else if (src.nbytes() > 0) {
+    // A row-strided view: its rows packed into dst, the gaps between them left behind.
+    const size_t row_bytes = static_cast<size_t>(src.size(-1)) * src.element_size();
+    ZERO_CUDA_CHECK(cudaMemcpy2DAsync(dst, row_bytes, src.raw_data(),
+                                      static_cast<size_t>(pitch) * src.element_size(), row_bytes,
+                                      static_cast<size_t>(leading_rows(src)),
+                                      cudaMemcpyDeviceToHost, current()));
   }
   fetch_kernel_errors(current());  // rides along with the read: no extra wait
   ZERO_CUDA_CHECK(cudaStreamSynchronize(current()));
@@ -335,8 +388,14 @@ void CudaBackend::add(Tensor& y, const Tensor& x, double alpha) {
 }
 
 void CudaBackend::scale(Tensor& y, double alpha) {
-  Checks(device(), "scale").contiguous(y, "y");
-  cuda::launch_scale(y.raw_data(), y.dtype(), y.numel(), alpha, current());
+  if (y.is_contiguous() || y.numel() == 0) {
+    Checks(device(), "scale").here(y, "y");
+    cuda::launch_scale(y.raw_data(), y.dtype(), y.numel(), alpha, current());
+    return;
+  }
+  const int64_t pitch = row_pitch(y, "scale", "y");
+  cuda::launch_scale_rows(y.raw_data(), y.dtype(), leading_rows(y), y.size(-1), pitch, alpha,
+                          current());
 }
 
 // ---- embedding -------------------------------------------------------------------------------
@@ -682,7 +741,8 @@ void CudaBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const T
                                         const Tensor& targets, int64_t ignore_index,
                                         double grad_scale) {
   const Checks check(device(), "softmax_cross_entropy");
-  check.contiguous(losses, "losses").contiguous(logits, "logits").ids(targets, "targets");
+  check.contiguous(losses, "losses").ids(targets, "targets");
+  const int64_t logits_pitch = row_pitch(logits, "softmax_cross_entropy", "logits");
   if (losses.dtype() != logits.dtype() && losses.dtype() != DType::kF32) {
     check.fail("losses " + losses.describe() + " must be f32 or the dtype of logits " +
                logits.describe());
@@ -694,14 +754,22 @@ void CudaBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const T
                " rows but targets are " + shape_to_string(targets.shape()) + " and losses " +
                shape_to_string(losses.shape()) + "; need one target and one loss per row");
   }
+  int64_t dlogits_pitch = logits_pitch;
   if (dlogits != nullptr) {
-    check.contiguous(*dlogits, "dlogits")
-        .same_shape(*dlogits, logits, "dlogits", "logits")
+    dlogits_pitch = row_pitch(*dlogits, "softmax_cross_entropy", "dlogits");
+    check.same_shape(*dlogits, logits, "dlogits", "logits")
         .dtype(*dlogits, logits.dtype(), "dlogits");
+    // Written in place, each element is read just before it is overwritten: only the very same
+    // view may alias.
+    if (dlogits->raw_data() == logits.raw_data() && dlogits_pitch != logits_pitch) {
+      check.fail("dlogits " + dlogits->describe() + " starts at the logits " + logits.describe() +
+                 " with another row stride; pass the logits view itself to write over them");
+    }
   }
   cuda::launch_softmax_cross_entropy(losses.raw_data(), losses.dtype() == DType::kF32,
                                      dlogits != nullptr ? dlogits->raw_data() : nullptr,
-                                     logits.raw_data(), logits.dtype(), targets.raw_data(),
+                                     dlogits_pitch, logits.raw_data(), logits_pitch,
+                                     logits.dtype(), targets.raw_data(),
                                      targets.dtype() == DType::kI64, rows, vocab, ignore_index,
                                      grad_scale, error_device_, current());
 }

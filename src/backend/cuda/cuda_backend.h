@@ -37,6 +37,9 @@ namespace zero::backend {
 
 // The number of CUDA devices visible to this process (0 without a driver or device; never throws).
 int cuda_device_count();
+// A hash of device `index`'s UUID (cudaDeviceProp::uuid): equal in two processes exactly when they
+// see the same physical GPU, however CUDA_VISIBLE_DEVICES numbered it. 0 when CUDA cannot answer.
+uint64_t cuda_device_uuid_hash(int index);
 
 class CudaBackend final : public Backend {
  public:
@@ -52,6 +55,9 @@ class CudaBackend final : public Backend {
   Allocator& pinned_host_allocator() override { return pinned_; }
   // cudaMemGetInfo's total for this device.
   std::optional<int64_t> device_memory_capacity_bytes() const override;
+  // `columns` rounded up to a multiple of 16 bytes of `dtype` (bf16: 50257 -> 50264 elements),
+  // so cuBLASLt reads and writes the rows of a padded [rows, columns] view with its TMA kernels.
+  int64_t preferred_row_elements(int64_t columns, DType dtype) const override;
   // The CUDA stream behind `kind` (for NCCL and tests).
   cudaStream_t stream(StreamKind kind) const { return streams_[static_cast<size_t>(kind)]; }
 
@@ -138,7 +144,14 @@ class CudaBackend final : public Backend {
   // Throws the first bad-input report in the host mirror, if any (after the fetch completed),
   // and clears the slot.
   void raise_kernel_errors();
-  void linear_product(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias);
+  // y's row length `ldy` (elements): y.size(-1) when contiguous, its row stride when row-strided.
+  void linear_product(Tensor& y, int64_t ldy, const Tensor& x, const Tensor& w,
+                      const Tensor* bias);
+  // The distance in elements between consecutive rows of `t` ([..., C], backend.h's
+  // "row-strided"): C for a contiguous tensor, else the row stride; throws ShapeError naming `op`
+  // and `name` for any other layout (a strided last dimension, rows at uneven strides or closer
+  // than C) or a tensor not on this device.
+  int64_t row_pitch(const Tensor& t, const char* op, const char* name) const;
   // Matrix products (cuda_backend_matmul.cpp).
   void gemm(const cuda::GemmOperands& op);
   void gemm_realigned(const cuda::GemmOperands& op);

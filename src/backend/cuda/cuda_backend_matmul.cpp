@@ -109,14 +109,19 @@ void CudaBackend::gemm(const cuda::GemmOperands& op) {
   if (op.m == 0 || op.n == 0) return;
   if (op.k == 0) {
     // An empty inner dimension: c = beta c (+ bias). cuBLASLt rejects zero-sized operands.
-    Tensor c = Tensor::borrow(op.c, {op.m, op.n}, op.c_f32 ? DType::kF32 : op.dtype, device(),
-                              nullptr);
-    if (op.beta == 0.0f) {
-      fill(c, 0.0);
-    } else {
-      scale(c, op.beta);
-    }
     ZERO_CHECK(op.bias == nullptr, "bias with an empty product is handled by linear_product");
+    const DType c_dtype = op.c_f32 ? DType::kF32 : op.dtype;
+    const size_t c_element = dtype_size(c_dtype);
+    if (op.beta == 0.0f) {
+      // 0.0 is all-zero bits in every floating dtype; only c's n columns of each row.
+      ZERO_CUDA_CHECK(cudaMemset2DAsync(op.c, static_cast<size_t>(op.ldc) * c_element, 0,
+                                        static_cast<size_t>(op.n) * c_element,
+                                        static_cast<size_t>(op.m), current()));
+    } else {
+      Tensor c = Tensor::borrow(op.c, {op.m, op.ldc}, c_dtype, device(), nullptr);
+      Tensor view = c.narrow(1, 0, op.n);
+      scale(view, op.beta);
+    }
     return;
   }
   if (!matmul_workspace_.defined()) {
@@ -142,25 +147,31 @@ void CudaBackend::gemm(const cuda::GemmOperands& op) {
 }
 
 // cuBLASLt found no kernel for operands at these addresses (views at odd element offsets of a
-// flat buffer): the same product on 256-byte-aligned copies, c copied back.
+// flat buffer): the same product on 256-byte-aligned copies, c copied back. Only each row's
+// used elements are copied (2-D copies): a row-strided operand's gaps, and the gap after its
+// last row that may lie past its allocation, are neither read nor written.
 void CudaBackend::gemm_realigned(const cuda::GemmOperands& op) {
   const size_t element = dtype_size(op.dtype);
-  const auto bytes_of = [&](int64_t rows, int64_t ld) {
-    return static_cast<size_t>(rows) * static_cast<size_t>(ld) * element;
+  const size_t c_element = op.c_f32 ? sizeof(float) : element;
+  const auto copy_rows = [&](void* dst, const void* src, int64_t rows, int64_t cols, int64_t ld,
+                             size_t bytes_per) {
+    ZERO_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(ld) * bytes_per, src,
+                                      static_cast<size_t>(ld) * bytes_per,
+                                      static_cast<size_t>(cols) * bytes_per,
+                                      static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                                      current()));
   };
-  const size_t a_bytes = bytes_of(op.transpose_a ? op.k : op.m, op.lda);
-  const size_t b_bytes = bytes_of(op.transpose_b ? op.n : op.k, op.ldb);
-  const size_t c_bytes =
-      static_cast<size_t>(op.m) * static_cast<size_t>(op.ldc) * (op.c_f32 ? sizeof(float) : element);
-  Tensor a = scratch(a_bytes), b = scratch(b_bytes), c = scratch(c_bytes);
-  ZERO_CUDA_CHECK(
-      cudaMemcpyAsync(a.raw_data(), op.a, a_bytes, cudaMemcpyDeviceToDevice, current()));
-  ZERO_CUDA_CHECK(
-      cudaMemcpyAsync(b.raw_data(), op.b, b_bytes, cudaMemcpyDeviceToDevice, current()));
-  if (op.beta != 0.0f) {
-    ZERO_CUDA_CHECK(
-        cudaMemcpyAsync(c.raw_data(), op.c, c_bytes, cudaMemcpyDeviceToDevice, current()));
-  }
+  const int64_t a_rows = op.transpose_a ? op.k : op.m, a_cols = op.transpose_a ? op.m : op.k;
+  const int64_t b_rows = op.transpose_b ? op.n : op.k, b_cols = op.transpose_b ? op.k : op.n;
+  const auto bytes_of = [](int64_t rows, int64_t ld, size_t bytes_per) {
+    return static_cast<size_t>(rows) * static_cast<size_t>(ld) * bytes_per;
+  };
+  Tensor a = scratch(bytes_of(a_rows, op.lda, element));
+  Tensor b = scratch(bytes_of(b_rows, op.ldb, element));
+  Tensor c = scratch(bytes_of(op.m, op.ldc, c_element));
+  copy_rows(a.raw_data(), op.a, a_rows, a_cols, op.lda, element);
+  copy_rows(b.raw_data(), op.b, b_rows, b_cols, op.ldb, element);
+  if (op.beta != 0.0f) copy_rows(c.raw_data(), op.c, op.m, op.n, op.ldc, c_element);
   cuda::GemmOperands aligned = op;
   aligned.a = a.raw_data();
   aligned.b = b.raw_data();
@@ -170,8 +181,7 @@ void CudaBackend::gemm_realigned(const cuda::GemmOperands& op) {
                            " product [" + std::to_string(op.m) + ", " + std::to_string(op.k) +
                            "] x [" + std::to_string(op.k) + ", " + std::to_string(op.n) + "]");
   }
-  ZERO_CUDA_CHECK(
-      cudaMemcpyAsync(op.c, c.raw_data(), c_bytes, cudaMemcpyDeviceToDevice, current()));
+  copy_rows(op.c, c.raw_data(), op.m, op.n, op.ldc, c_element);
 }
 
 void CudaBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
@@ -211,7 +221,8 @@ void CudaBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Ten
   gemm(op);
 }
 
-void CudaBackend::linear_product(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
+void CudaBackend::linear_product(Tensor& y, int64_t ldy, const Tensor& x, const Tensor& w,
+                                 const Tensor* bias) {
   const int64_t rows = leading_rows(x), out = w.size(0), in = w.size(1);
   if (in == 0 && bias != nullptr) {
     cuda::launch_broadcast_rows(y.raw_data(), bias->raw_data(), y.dtype(), rows, out, current());
@@ -228,7 +239,7 @@ void CudaBackend::linear_product(Tensor& y, const Tensor& x, const Tensor& w, co
   op.b = w.raw_data();
   op.ldb = in;
   op.c = y.raw_data();
-  op.ldc = out;
+  op.ldc = ldy;
   if (bias != nullptr && reinterpret_cast<uintptr_t>(bias->raw_data()) % 16 == 0) {
     op.bias = bias->raw_data();  // cuBLASLt's bias epilogue (16-byte aligned vectors only)
     gemm(op);
@@ -244,7 +255,8 @@ void CudaBackend::linear_product(Tensor& y, const Tensor& x, const Tensor& w, co
 
 void CudaBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
   const Checks check(device(), "linear_forward");
-  check.contiguous(y, "y").contiguous(x, "x").contiguous(w, "w");
+  const int64_t ldy = row_pitch(y, "linear_forward", "y");
+  check.contiguous(x, "x").contiguous(w, "w");
   check.dtype(x, y.dtype(), "x").dtype(w, y.dtype(), "w");
   if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
     check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()) +
@@ -262,14 +274,17 @@ void CudaBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w, co
       check.fail("bias " + shape_to_string(bias->shape()) + " does not match w " +
                  shape_to_string(w.shape()));
     }
+    // The bias fallbacks broadcast into contiguous rows.
+    if (!y.is_contiguous()) check.contiguous(y, "y (with a bias)");
   }
-  linear_product(y, x, w, bias);
+  linear_product(y, ldy, x, w, bias);
 }
 
 void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
                                   const Tensor& x, const Tensor& w) {
   const Checks check(device(), "linear_backward");
-  check.contiguous(dw, "dw").contiguous(dy, "dy").contiguous(x, "x").contiguous(w, "w");
+  check.contiguous(dw, "dw").contiguous(x, "x").contiguous(w, "w");
+  const int64_t ld_dy = row_pitch(dy, "linear_backward", "dy");
   check.dtype(x, w.dtype(), "x").dtype(dy, w.dtype(), "dy");
   // dw: w's dtype, or an f32 accumulator of a 16-bit product (the tiled logits loss's dweight_,
   // which the CPU backend accepts through its f32 twins).
@@ -287,6 +302,8 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
   if (dx != nullptr)
     check.contiguous(*dx, "dx").dtype(*dx, w.dtype(), "dx").same_shape(*dx, x, "dx", "x");
   if (dbias != nullptr) {
+    // The column sums read contiguous rows.
+    if (!dy.is_contiguous()) check.contiguous(dy, "dy (with dbias)");
     check.contiguous(*dbias, "dbias").dtype(*dbias, w.dtype(), "dbias");
     if (dbias->shape() != Shape{out})
       check.fail("dbias " + shape_to_string(dbias->shape()) + " must be [" + std::to_string(out) +
@@ -300,7 +317,7 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
   dw_op.n = in;
   dw_op.k = rows;
   dw_op.a = dy.raw_data();
-  dw_op.lda = out;
+  dw_op.lda = ld_dy;
   dw_op.b = x.raw_data();
   dw_op.ldb = in;
   dw_op.c = dw.raw_data();
@@ -308,12 +325,13 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
   dw_op.beta = 1.0f;
   dw_op.c_f32 = dw_f32;
   // dy feeds both products: when its rows need pitching (see gemm_pitched), copy it once here
-  // so neither product copies it again.
+  // so neither product copies it again. A dy already padded to 16-byte rows (the LM head's
+  // logits: Backend::preferred_row_elements) needs no copy.
   Tensor dy_pitched;
   const size_t element = dtype_size(w.dtype());
-  if (pitch_pays(dw_op) && misaligned(out, element)) {
+  if (pitch_pays(dw_op) && misaligned(ld_dy, element)) {
     dw_op.lda = padded_ld(out, element);
-    dy_pitched = pitched_copy(dy.raw_data(), rows, out, out, dw_op.lda, element);
+    dy_pitched = pitched_copy(dy.raw_data(), rows, out, ld_dy, dw_op.lda, element);
     dw_op.a = dy_pitched.raw_data();
   }
   if (dx != nullptr) {

@@ -5,6 +5,8 @@
 // (max - x_target) + log(sum), formed in f64 as the CPU forms it. dlogits may be the logits
 // buffer: x_target is read before any write, and the last pass reads each element just before
 // the same thread overwrites it. Targets are validated on the device (KernelErrorSlot).
+// Rows may be padded (the LM head's logits on this backend: Backend::preferred_row_elements):
+// row r starts r * pitch elements in, and the padding after its vocab elements is not touched.
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
 
@@ -14,15 +16,16 @@ namespace {
 constexpr int kThreads = 512;
 
 template <typename T, typename L, typename Id>
-__global__ void cross_entropy_kernel(L* losses, T* dlogits, const T* logits, const Id* targets,
+__global__ void cross_entropy_kernel(L* losses, T* dlogits, int64_t dlogits_pitch,
+                                     const T* logits, int64_t logits_pitch, const Id* targets,
                                      int64_t rows, int64_t vocab, int64_t ignore_index,
                                      double grad_scale, KernelErrorSlot* error) {
   __shared__ float shared_f[kWarp];
   __shared__ double shared_d[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t target = static_cast<int64_t>(targets[r]);
-    const T* x = logits + r * vocab;
-    T* dl = dlogits != nullptr ? dlogits + r * vocab : nullptr;
+    const T* x = logits + r * logits_pitch;
+    T* dl = dlogits != nullptr ? dlogits + r * dlogits_pitch : nullptr;
     const bool ignored = target == ignore_index;
     if (!ignored && (target < 0 || target >= vocab)) {
       if (threadIdx.x == 0) report_kernel_error(error, kTargetOutOfRange, target, vocab, r);
@@ -74,7 +77,8 @@ __global__ void cross_entropy_kernel(L* losses, T* dlogits, const T* logits, con
 
 }  // namespace
 
-void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits, const void* logits,
+void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits,
+                                  int64_t dlogits_pitch, const void* logits, int64_t logits_pitch,
                                   DType dtype, const void* targets, bool targets_i64, int64_t rows,
                                   int64_t vocab, int64_t ignore_index, double grad_scale,
                                   KernelErrorSlot* error, cudaStream_t stream) {
@@ -87,12 +91,14 @@ void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits, 
       // Per-row losses in f32 with 16-bit logits (the model's choice, as Hugging Face upcasts).
       if (losses_f32) {
         cross_entropy_kernel<<<grid, kThreads, 0, stream>>>(
-            static_cast<float*>(losses), static_cast<T*>(dlogits), static_cast<const T*>(logits),
-            tg, rows, vocab, ignore_index, grad_scale, error);
+            static_cast<float*>(losses), static_cast<T*>(dlogits), dlogits_pitch,
+            static_cast<const T*>(logits), logits_pitch, tg, rows, vocab, ignore_index,
+            grad_scale, error);
       } else {
         cross_entropy_kernel<<<grid, kThreads, 0, stream>>>(
-            static_cast<T*>(losses), static_cast<T*>(dlogits), static_cast<const T*>(logits), tg,
-            rows, vocab, ignore_index, grad_scale, error);
+            static_cast<T*>(losses), static_cast<T*>(dlogits), dlogits_pitch,
+            static_cast<const T*>(logits), logits_pitch, tg, rows, vocab, ignore_index,
+            grad_scale, error);
       }
     };
     if (targets_i64) {

@@ -33,6 +33,14 @@ __device__ __forceinline__ void store_f32(f16* p, int64_t i, float v) {
 
 inline constexpr int kWarp = 32;
 
+// The second pass of the deterministic column sums (norm weight/bias gradients, bias gradients):
+// blocks of kFinishWarps warps over 32 columns each, warp w adding row blocks w, w + kFinishWarps,
+// ... in order, so each thread makes blocks / kFinishWarps dependent additions.
+inline constexpr int kFinishWarps = 8;
+inline unsigned finish_grid(int64_t columns) {
+  return static_cast<unsigned>((columns + kWarp - 1) / kWarp);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     v += __shfl_xor_sync(0xffffffffu, v, offset);

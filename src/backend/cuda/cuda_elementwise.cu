@@ -76,6 +76,24 @@ __global__ void scale_kernel(T* y, float alpha, int64_t n) {
   }
 }
 
+// The row-strided twin of scale_kernel: element i of the [rows, cols] view is row i / cols.
+template <typename T>
+__global__ void scale_rows_kernel(T* y, float alpha, int64_t n, int64_t cols, int64_t pitch) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t at = (i / cols) * pitch + i % cols;
+    store_f32(y, at, load_f32(y, at) * alpha);
+  }
+}
+
+__global__ void scale_rows_f64_kernel(double* y, double alpha, int64_t n, int64_t cols,
+                                      int64_t pitch) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[(i / cols) * pitch + i % cols] *= alpha;
+  }
+}
+
 // f64 add/scale: the engine sums its per-step f64 scalars (the loss) on the device.
 __global__ void add_f64_kernel(double* y, const double* x, double alpha, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -188,6 +206,28 @@ void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t st
     using T = decltype(tag);
     scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(y),
                                                                  static_cast<float>(alpha), n);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale_rows(void* y, DType dtype, int64_t rows, int64_t cols, int64_t pitch,
+                       double alpha, cudaStream_t stream) {
+  if (pitch == cols) {
+    launch_scale(y, dtype, rows * cols, alpha, stream);
+    return;
+  }
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  if (dtype == DType::kF64) {
+    scale_rows_f64_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        static_cast<double*>(y), alpha, n, cols, pitch);
+    ZERO_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  dispatch_storage(dtype, "scale", [&](auto tag) {
+    using T = decltype(tag);
+    scale_rows_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        static_cast<T*>(y), static_cast<float>(alpha), n, cols, pitch);
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

@@ -50,6 +50,10 @@ void launch_stochastic_round_to_bf16(void* dst, const float* src, int64_t n, uin
 void launch_add(void* y, DType y_dtype, const void* x, DType x_dtype, int64_t n, double alpha,
                 cudaStream_t stream);
 void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t stream);
+// y *= alpha on a row-strided [rows, cols] view: row r's cols elements start at y + r * pitch
+// (pitch >= cols); the elements between rows are not touched.
+void launch_scale_rows(void* y, DType dtype, int64_t rows, int64_t cols, int64_t pitch,
+                       double alpha, cudaStream_t stream);
 
 // ---- bias helpers of the matrix products (cuda_bias.cu) --------------------------------------
 // y[r, :] = bias for every row (y and bias of one dtype).
@@ -157,8 +161,11 @@ void launch_attention_forward_mma(const AttentionArgs& args, cudaStream_t stream
 void launch_attention_backward_mma(const AttentionArgs& args, cudaStream_t stream);
 
 // ---- loss (cuda_cross_entropy.cu) --------------------------------------------------------------
-// dlogits may equal logits (the fused loss writes over the logits). losses are f32 or `dtype`.
-void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits, const void* logits,
+// dlogits may equal logits (the fused loss writes over the logits; then dlogits_pitch ==
+// logits_pitch). losses are f32 or `dtype`. Row r of logits starts at logits + r * logits_pitch,
+// of dlogits at dlogits + r * dlogits_pitch (pitches >= vocab); the gaps are not touched.
+void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits,
+                                  int64_t dlogits_pitch, const void* logits, int64_t logits_pitch,
                                   DType dtype, const void* targets, bool targets_i64, int64_t rows,
                                   int64_t vocab, int64_t ignore_index, double grad_scale,
                                   KernelErrorSlot* error, cudaStream_t stream);

@@ -127,11 +127,11 @@ void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void*
         static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
         static_cast<const T*>(weight), mean, rstd, rows, channels);
     ZERO_CUDA_CHECK_LAUNCH();
-    norm_finish_kernel<T><<<channel_tiles, kNormThreads, 0, stream>>>(static_cast<T*>(dweight),
-                                                                      partial_w, blocks, channels);
+    norm_finish_kernel<T><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
+        static_cast<T*>(dweight), partial_w, blocks, channels);
     ZERO_CUDA_CHECK_LAUNCH();
     if (dbias != nullptr) {
-      norm_finish_kernel<T><<<channel_tiles, kNormThreads, 0, stream>>>(
+      norm_finish_kernel<T><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
           static_cast<T*>(dbias), partial_b, blocks, channels);
     }
   });

@@ -37,15 +37,28 @@ __device__ __forceinline__ const T* norm_input_row(const T* x, T* sum_out, const
   return stored;
 }
 
-// grad[c] += partial[0][c] + partial[1][c] + ... (one f32 addition per block, in block order).
+// grad[c] += the partials of every row block. 32 channels per block of kFinishWarps warps: warp w
+// adds blocks w, w + kFinishWarps, ... in order, then warp 0 adds grad and the warp sums in warp
+// order - a fixed order (deterministic), and each thread walks blocks / kFinishWarps partials
+// instead of all of them on ceil(C / 256) blocks.
 template <typename T>
 __global__ void norm_finish_kernel(T* grad, const float* partial, int64_t blocks,
                                    int64_t channels) {
-  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (c >= channels) return;
-  float acc = load_f32(grad, c);
-  for (int64_t b = 0; b < blocks; ++b) acc += partial[b * channels + c];
-  store_f32(grad, c, acc);
+  __shared__ float warp_sums[kFinishWarps][kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int64_t c = blockIdx.x * int64_t{kWarp} + lane;
+  float acc = 0.0f;
+  if (c < channels) {
+#pragma unroll 4
+    for (int64_t b = warp; b < blocks; b += kFinishWarps) acc += partial[b * channels + c];
+  }
+  warp_sums[warp][lane] = acc;
+  __syncthreads();
+  if (warp == 0 && c < channels) {
+    float total = load_f32(grad, c);
+    for (int w = 0; w < kFinishWarps; ++w) total += warp_sums[w][lane];
+    store_f32(grad, c, total);
+  }
 }
 
 }  // namespace zero::backend::cuda

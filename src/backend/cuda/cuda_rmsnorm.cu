@@ -97,8 +97,8 @@ void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void
         static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
         static_cast<const T*>(weight), rstd, rows, channels);
     ZERO_CUDA_CHECK_LAUNCH();
-    norm_finish_kernel<T><<<channel_tiles, kNormThreads, 0, stream>>>(static_cast<T*>(dweight),
-                                                                      partial, blocks, channels);
+    norm_finish_kernel<T><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
+        static_cast<T*>(dweight), partial, blocks, channels);
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

@@ -16,6 +16,11 @@
 #include "core/check.h"
 #include "core/error.h"
 
+// ncclCommSplit (NCCL 2.18), ncclGetLastError and ncclRemoteError (2.13).
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
+#error "NcclComm needs NCCL 2.18 or newer (ncclCommSplit): install a newer NCCL or build without it"
+#endif
+
 namespace zero::comm {
 
 struct NcclComm::Handle {
@@ -272,8 +277,15 @@ NcclComm::NcclComm(std::unique_ptr<Handle> handle, std::unique_ptr<Comm> host,
 NcclComm::~NcclComm() {
   barrier_scratch_ = Tensor();
   if (handle_ && handle_->comm != nullptr) {
-    // Best effort at teardown; never throw from a destructor.
-    ncclCommDestroy(handle_->comm);
+    // Best effort at teardown; never throw from a destructor. While an exception unwinds (this
+    // rank failed), abort: ncclCommDestroy first waits for the communicator's work and, in
+    // current NCCL, for the other ranks of this host - ranks that are themselves waiting for this
+    // one, so the job would hang before the failure reached MPI_Abort and its message.
+    if (std::uncaught_exceptions() > 0) {
+      ncclCommAbort(handle_->comm);
+    } else {
+      ncclCommDestroy(handle_->comm);
+    }
     handle_->comm = nullptr;
   }
 }

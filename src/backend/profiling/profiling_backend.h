@@ -42,6 +42,10 @@ class ProfilingBackend final : public Backend {
   std::optional<int64_t> device_memory_capacity_bytes() const override {
     return inner_->device_memory_capacity_bytes();
   }
+  // Forwarded: a profiled step allocates what an unprofiled one does.
+  int64_t preferred_row_elements(int64_t columns, DType dtype) const override {
+    return inner_->preferred_row_elements(columns, dtype);
+  }
 
   Event record_event(StreamKind stream) override { return inner_->record_event(stream); }
   void wait_event(StreamKind waiter, const Event& event) override {
