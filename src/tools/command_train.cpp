@@ -144,6 +144,20 @@ model::TransformerConfig model_shape(const std::string& model_arg, bool syntheti
   return config;
 }
 
+// --peak-tflops: a positive finite rate of at most 1e6 TFLOP/s (an exaflop: no single device
+// comes near), or nullopt to measure.
+std::optional<double> peak_tflops_flag(const ArgParser& parser) {
+  const std::string text = parser.get("peak-tflops");
+  if (text.empty()) return std::nullopt;
+  const std::optional<double> value = parse_finite_double(text);
+  if (!value || *value <= 0.0 || *value > 1e6) {
+    throw ConfigError("zero train: --peak-tflops must be a positive number of TFLOP/s (at most "
+                      "1e6), e.g. 989 for an H100 SXM's dense bf16 rate; got \"" +
+                      ArgParser::shown(text) + "\"");
+  }
+  return value;
+}
+
 // Processes of this job on this host (OpenMPI says; a Slurm launch without it counts the whole
 // world, which can only over-estimate the memory a host needs).
 int64_t ranks_on_this_machine(int64_t world_size) {
@@ -201,6 +215,9 @@ int run_train(const Args& args) {
       .option("profile-kernels", "0",
               "print the per-kernel time table of this step (1-based, as step lines count; 0: none)")
       .option("profile-kernels-json", "", "also write that table as JSON to this file (bench/ reads it)")
+      .option("peak-tflops", "",
+              "the matmul rate MFU divides by, in TFLOP/s (e.g. 989 for an H100 SXM's dense bf16 "
+              "datasheet figure); default: measured at the start of the run")
       .option("micro-batch", "", "train_micro_batch_size_per_gpu when \"auto\" or absent (Trainer default 8)")
       .option("grad-accum", "", "gradient_accumulation_steps when \"auto\" or absent (Trainer default 1)")
       .option("lr", "", "optimizer lr and scheduler warmup_max_lr when \"auto\" (Trainer default 5e-5)")
@@ -436,11 +453,18 @@ int run_train(const Args& args) {
   options.resume_dir = parser.get("resume");
   options.eval_every = parser.get_int("eval-every");
   options.log_json_path = parser.get("log-json");
-  const engine::MatmulPeak matmul_peak = engine::measure_matmul_peak(*device);
-  // Its matrices (384 MiB in bf16 on a GPU) are freed: the run's peak starts without them.
-  device->allocator().reset_peaks();
-  options.peak_flops = matmul_peak.flops_per_second;
-  options.peak_flops_dtype = dtype_name(matmul_peak.dtype);
+  const std::optional<double> given_peak = peak_tflops_flag(parser);
+  engine::MatmulPeak matmul_peak;
+  if (given_peak) {
+    options.peak_flops = *given_peak * 1e12;
+    options.peak_flops_dtype = "given";
+  } else {
+    matmul_peak = engine::measure_matmul_peak(*device);
+    // Its matrices (384 MiB in bf16 on a GPU) are freed: the run's peak starts without them.
+    device->allocator().reset_peaks();
+    options.peak_flops = matmul_peak.flops_per_second;
+    options.peak_flops_dtype = dtype_name(matmul_peak.dtype);
+  }
   options.kernel_profile = {profile_kernels_step, parser.get("profile-kernels-json")};
   options.kernel_profiler = train_device.profiler;
   if (const char* fault = std::getenv("ZERO_TEST_FAULT")) {
@@ -523,10 +547,15 @@ int run_train(const Args& args) {
                 model::describe_shards(tiling.mlp_shards).c_str(), static_cast<long long>(logits_shards),
                 model::describe_shards(tiling.logits_shards).c_str());
   }
-  std::printf("MFU is relative to this device's measured %s matmul rate, %.1f GFLOP/s "
-              "(%lld^3 products)\n",
-              options.peak_flops_dtype.c_str(), options.peak_flops / 1e9,
-              static_cast<long long>(matmul_peak.size));
+  if (given_peak) {
+    std::printf("MFU is relative to the given matmul rate, %.1f GFLOP/s (--peak-tflops)\n",
+                options.peak_flops / 1e9);
+  } else {
+    std::printf("MFU is relative to this device's measured %s matmul rate, %.1f GFLOP/s "
+                "(%lld^3 products)\n",
+                options.peak_flops_dtype.c_str(), options.peak_flops / 1e9,
+                static_cast<long long>(matmul_peak.size));
+  }
   const engine::TrainingSummary summary = engine::run_training(engine, *data, eval_data.get(), options);
 
   std::printf("\nsummary: %lld steps in %.1f s (%.0f tokens/s)\n", static_cast<long long>(summary.steps),

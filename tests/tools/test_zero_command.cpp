@@ -155,6 +155,28 @@ TEST_F(ZeroCommand, GradientCheckpointingTrainsTheSame) {
   EXPECT_GT(lines, 0);
 }
 
+TEST_F(ZeroCommand, AGivenPeakRateIsWhatMfuDividesBy) {
+  // --peak-tflops skips the measurement: the JSON lines carry the given rate (MFU divides by it).
+  const std::string log = (dir_ / "peak.jsonl").string();
+  const Result r = run("train --steps 2 --seq-len 16 --peak-tflops 0.5 --log-json " + log);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("MFU is relative to the given matmul rate, 500.0 GFLOP/s"),
+            std::string::npos)
+      << r.output;
+  std::ifstream in(log);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json step = nlohmann::json::parse(line);
+    if (!step.contains("peak_flops")) continue;
+    ++lines;
+    EXPECT_DOUBLE_EQ(step["peak_flops"].get<double>(), 5e11) << line;
+    EXPECT_EQ(step["peak_flops_dtype"].get<std::string>(), "given") << line;
+    EXPECT_GT(step["mfu"].get<double>(), 0.0) << line;
+  }
+  EXPECT_GT(lines, 0) << r.output;
+}
+
 TEST_F(ZeroCommand, BadInputExitsWithAMessage) {
   struct Case {
     std::string args, message;
@@ -172,6 +194,8 @@ TEST_F(ZeroCommand, BadInputExitsWithAMessage) {
       {"convert " + (dir_ / "nowhere").string() + " " + (dir_ / "out").string(), "does not exist"},
       {"frobnicate", "unknown command"},
       {"train --gradient-checkpointing yes", "--gradient-checkpointing takes true or false"},
+      {"train --peak-tflops 0", "--peak-tflops must be a positive number of TFLOP/s"},
+      {"train --peak-tflops fast", "got \"fast\""},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);
