@@ -36,10 +36,19 @@ set(ZERO_HAVE_MPI ${MPI_CXX_FOUND})
 # and toolkit are found (CI has CUDA 13 and no GPU: the kernels are compiled on every run and
 # their tests skip), ON requires it, OFF leaves it out. Hopper (sm_90) only: the target is an
 # H100, and every extra architecture multiplies nvcc's time on CI's 2 cores.
-set(ZERO_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when CUDA is found), ON or OFF")
-set_property(CACHE ZERO_CUDA PROPERTY STRINGS AUTO ON OFF)
+# SIM builds the backend with the host compiler against the CUDA simulator (tests/cuda_sim):
+# the kernels run on the CPU and the `cuda` tests execute without a GPU (only the toolkit's
+# headers are needed, no nvcc).
+set(ZERO_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when CUDA is found), ON, OFF or SIM")
+set_property(CACHE ZERO_CUDA PROPERTY STRINGS AUTO ON OFF SIM)
 set(ZERO_HAVE_CUDA OFF)
-if(NOT ZERO_CUDA STREQUAL "OFF")
+set(ZERO_CUDA_SIM OFF)
+if(ZERO_CUDA STREQUAL "SIM")
+  find_package(CUDAToolkit REQUIRED)
+  set(ZERO_HAVE_CUDA ON)
+  set(ZERO_CUDA_SIM ON)
+  message(STATUS "CUDA backend: simulated on the CPU (ZERO_CUDA=SIM, CUDA ${CUDAToolkit_VERSION} headers)")
+elseif(NOT ZERO_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND CUDAToolkit_NVCC_EXECUTABLE)
     # nvcc need not be on PATH: take the toolkit's own.

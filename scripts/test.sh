@@ -5,6 +5,24 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 scripts/build.sh
 ctest --preset default "$@"
+# The CUDA backend - its real kernels and host code - on the CPU simulator (tests/cuda_sim), so
+# the `cuda` tests run for real without a GPU. Needs only the CUDA toolkit's headers; builds just
+# the cuda test executables.
+if [ -e "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
+  cmake --preset cuda-sim >/dev/null
+  cmake --build --preset cuda-sim -- -j"$(nproc)"
+  OMP_NUM_THREADS=1 ctest --preset cuda-sim | tee build/cuda-sim/ctest.log
+  # Again with blocks and threads scheduled in the opposite order: a kernel race (a missing
+  # __syncthreads, blocks depending on each other) changes results and fails a comparison.
+  CUDA_SIM_SCHEDULE=reverse OMP_NUM_THREADS=1 ctest --preset cuda-sim | tee -a build/cuda-sim/ctest.log
+  # The point is that they run: a GTEST_SKIP (no simulated device found) fails the step.
+  if grep -q '\*\*\*Skipped' build/cuda-sim/ctest.log; then
+    echo "test: cuda tests were skipped on the CUDA simulator" >&2
+    exit 1
+  fi
+else
+  echo "test: no CUDA headers (CUDAToolkit_ROOT): the CUDA simulator's tests are not run"
+fi
 # The libFuzzer harnesses of the input readers: each over its seed corpus plus a short fuzzing
 # budget (20 s per harness, two at a time on CI's 2 cores); a finding fails the run.
 scripts/fuzz.sh 20

@@ -87,10 +87,16 @@ void ParameterFetcher::make_ready(size_t u) {
   if (!slot.bound) {
     const UnitPartition& part = layout_.unit(u);
     const bool gathered = source_.partition != nullptr;
-    if (gathered && slot.gathered.dtype() == DType::kF32) {
+    // The CPU backend computes 16-bit arguments in f32 (backend/cpu/cpu_f32_twins.h): widening a
+    // 16-bit unit once here saves it from widening the weights again in every op. A device's
+    // kernels read 16-bit weights as they are (bf16 tensor-core products, half the traffic):
+    // there the unit keeps its storage dtype. The values are the same either way.
+    const DType stored = gathered ? slot.gathered.dtype() : source_.full->dtype();
+    const DType working = backend_.device().is_cpu() ? DType::kF32 : stored;
+    if (gathered && slot.gathered.dtype() == working) {
       slot.working = slot.gathered;
     } else {
-      slot.working = backend_.empty({part.padded_numel}, DType::kF32, MemoryCategory::kComm);
+      slot.working = backend_.empty({part.padded_numel}, working, MemoryCategory::kComm);
       Tensor real = slot.working.view(0, {part.numel});
       backend_.copy(real, gathered ? slot.gathered.view(0, {part.numel})
                                    : source_.full->view(part.flat_begin, {part.numel}));

@@ -33,9 +33,9 @@ class ParameterFetcher {
   //              use are hinted to it (prefetch) so NVMe reads overlap the compute.
   //   full:      the full flat buffer (the model's layout) in 16 bits; a unit is converted
   //              locally (16-bit storage without ZeRO-3), no communication.
-  // Either way a unit in a 16-bit dtype is widened to an f32 working copy the layers read (the
-  // CPU backend computes in f32). The source must outlive the fetcher and be current whenever a
-  // unit is fetched.
+  // Either way, on the CPU backend a unit in a 16-bit dtype is widened to an f32 working copy the
+  // layers read (the CPU computes in f32); on a device the layers read the 16-bit unit itself.
+  // The source must outlive the fetcher and be current whenever a unit is fetched.
   struct Source {
     PartitionStore* partition = nullptr;
     const Tensor* full = nullptr;

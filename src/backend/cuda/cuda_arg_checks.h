@@ -64,6 +64,14 @@ class Checks {
     }
     return *this;
   }
+  // A gradient accumulated from `inputs`-typed tensors: the same dtype, or f32 for 16-bit
+  // inputs (the engine keeps f32 gradients of the 16-bit weights the layers read).
+  const Checks& grad_dtype(const Tensor& t, DType inputs, const char* name) const {
+    if (t.dtype() == inputs || (t.dtype() == DType::kF32 && dtype_size(inputs) == 2)) return *this;
+    throw ShapeError(std::string(op_) + ": " + name + " " + t.describe() + " must be " +
+                     dtype_name(inputs) +
+                     (dtype_size(inputs) == 2 ? std::string(" or f32") : std::string()));
+  }
   const Checks& same_shape(const Tensor& a, const Tensor& b, const char* a_name,
                            const char* b_name) const {
     if (a.shape() != b.shape()) {

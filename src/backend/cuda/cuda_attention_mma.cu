@@ -5,7 +5,8 @@
 // ZERO_CUDA_ATTENTION=simple select.
 //
 // The FlashAttention-2 scheme: a block of 4 warps owns 64 rows, each warp 16 of them, and walks
-// tiles of 64 keys (or queries) staged in shared memory. Score tiles S = Q K^T live in the
+// tiles of 64 keys (or queries) staged in shared memory (the forward takes 8 warps, 128 rows, for
+// sequences over 128: each key tile then serves twice the rows). Score tiles S = Q K^T live in the
 // warps' accumulator registers; their C-fragment layout is exactly the A-fragment layout the
 // next product needs, so P (rounded to the storage type) feeds P V without leaving registers.
 //   forward:  online softmax in the log2 domain (running max m and sum l per row); out and the
@@ -16,6 +17,15 @@
 //             dK/dV by key blocks over the GQA group's heads: P^T dO and dS^T Q.
 // As in FlashAttention-2, the row sum l adds the f32 probabilities and only the product's copies
 // are rounded, so lse is the exact logsumexp up to f32 rounding.
+//
+// Memory path: the streamed tiles (K/V in forward and dQ, Q/dO with their lse/delta in dK/dV)
+// are double-buffered and filled with 16-byte cp.async, so tile i + 1 loads while tile i is
+// multiplied; fragments come out of shared memory with ldmatrix (.trans for the operands read
+// down their columns). Every shared row is padded by 16 bytes: the 8 rows one ldmatrix phase
+// reads then start 16 bytes apart modulo 128 (row strides 144 and 272 bytes), which touches all
+// 32 banks once - conflict-free without a swizzle. Tiles wholly visible to a warp (all but the
+// diagonal ones of causal attention) skip the per-element mask, and a forward warp skips the key
+// tiles it sees nothing of; both leave every result bit as it was.
 //
 // Fragment layouts of mma.m16n8k16 (PTX ISA), lane = 4 * group + thread_in_group:
 //   A 16x16 (row major): a0 = (group, 2t..2t+1), a1 = (group + 8, 2t..), a2 = (group, 2t + 8..),
@@ -30,6 +40,7 @@
 
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_mma_ptx.cuh"
 
 namespace zero::backend::cuda {
 namespace {
@@ -49,32 +60,11 @@ __device__ __forceinline__ bool visible(int64_t i, int64_t j, int64_t window) {
   return j <= i && (window == 0 || i - j < window);
 }
 
-// Two adjacent 16-bit elements as one register (the lower address in the low half).
-__device__ __forceinline__ uint32_t word(const uint16_t* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-// Two 16-bit elements one row apart (a B fragment read down a column).
-__device__ __forceinline__ uint32_t column_pair(const uint16_t* p, int stride) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[stride]) << 16);
-}
-
-template <bool kBf16>
-__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint32_t b0, uint32_t b1) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
+using mma_ptx::cp_async_16;
+using mma_ptx::cp_async_commit;
+using mma_ptx::cp_async_wait;
+using mma_ptx::ldmatrix_x4;
+using mma_ptx::mma;
 
 // (lo, hi) rounded to the storage type (nearest even) and packed; `lo`/`hi` become the rounded
 // values, so sums of them match what the product multiplies.
@@ -110,49 +100,66 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Rows [r0, r0 + kRows) of head h (zeros past `rows`) into a [kRows][D + kPad] shared tile,
-// 16 bytes at a time (the launcher checked the alignment).
-template <int D>
+// Starts copying rows [r0, r0 + R) of head h into a [R][D + kPad] shared tile, 16 bytes per
+// cp.async (the launcher checked the alignment); rows past `rows` are zeroed with plain stores.
+// Complete after the caller's commit, wait and __syncthreads.
+template <int D, int R = kRows>
 __device__ __forceinline__ void stage(uint16_t* tile, const uint16_t* base, const HeadLayout& l,
                                       int64_t b, int64_t r0, int64_t rows, int64_t h) {
   constexpr int kChunks = D / 8;
-  for (int e = threadIdx.x; e < kRows * kChunks; e += kThreads) {
+  for (int e = threadIdx.x; e < R * kChunks; e += blockDim.x) {
     const int r = e / kChunks, c = e % kChunks;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (r0 + r < rows) value = *reinterpret_cast<const uint4*>(base + offset(l, b, r0 + r, h) + c * 8);
-    *reinterpret_cast<uint4*>(tile + r * (D + kPad) + c * 8) = value;
+    uint16_t* dst = tile + r * (D + kPad) + c * 8;
+    if (r0 + r < rows) {
+      cp_async_16(dst, base + offset(l, b, r0 + r, h) + c * 8);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    }
   }
 }
 
 // acc[nt] += A(16 rows of `a`, all D columns) * B(rows nt*8.. of `b`)^T for nt < N: a 16 x 8N
 // block of products of rows (S = Q K^T, dP = dO V^T), both operands row-major in shared memory.
+// One ldmatrix.x4 gives the A fragment of a 16-column chunk (lanes 0-15 name its rows, at column
+// 0, lanes 16-31 the same rows at column 8), one more the B fragments of two n-tiles (lanes
+// 0-7 rows n.. at column 0, 8-15 the same at column 8, 16-31 likewise for rows n + 8..).
 template <int D, int N, bool kBf16>
 __device__ __forceinline__ void rows_times_rows(float (&acc)[N][4], const uint16_t* a,
-                                                const uint16_t* b, int group, int tig) {
+                                                const uint16_t* b, int lane) {
+  static_assert(N % 2 == 0, "n-tiles are loaded in pairs");
   constexpr int S = D + kPad;
+  const uint16_t* a_row = a + (lane % 16) * S + (lane / 16) * 8;
+  const uint16_t* b_row = b + (lane % 8 + (lane / 16) * 8) * S + (lane / 8 % 2) * 8;
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
-    const uint16_t* ar = a + group * S + kc * 16 + tig * 2;
-    const uint32_t a0 = word(ar), a1 = word(ar + 8 * S), a2 = word(ar + 8), a3 = word(ar + 8 * S + 8);
+    uint32_t af[4];
+    ldmatrix_x4<false>(af, a_row + kc * 16);
 #pragma unroll
-    for (int nt = 0; nt < N; ++nt) {
-      const uint16_t* br = b + (nt * 8 + group) * S + kc * 16 + tig * 2;
-      mma<kBf16>(acc[nt], a0, a1, a2, a3, word(br), word(br + 8));
+    for (int nt = 0; nt < N; nt += 2) {
+      uint32_t bf[4];
+      ldmatrix_x4<false>(bf, b_row + nt * 8 * S + kc * 16);
+      mma<kBf16>(acc[nt], af[0], af[1], af[2], af[3], bf[0], bf[1]);
+      mma<kBf16>(acc[nt + 1], af[0], af[1], af[2], af[3], bf[2], bf[3]);
     }
   }
 }
 
 // acc[dt] += P(16 x 16 chunk, A fragments a0..a3) * tile rows [k0, k0 + 16) (all D columns):
 // the product of a probability (or dS) chunk with a value-like tile read down its columns.
+// ldmatrix.x4.trans gives the B fragments of two 8-column tiles: lanes 0-7 name rows k0.. and
+// 8-15 rows k0 + 8.. at column 8 dt, lanes 16-31 the same rows at column 8 dt + 8.
 template <int D, bool kBf16>
 __device__ __forceinline__ void chunk_times_tile(float (&acc)[D / 8][4], uint32_t a0, uint32_t a1,
                                                  uint32_t a2, uint32_t a3, const uint16_t* tile,
-                                                 int k0, int group, int tig) {
+                                                 int k0, int lane) {
   constexpr int S = D + kPad;
+  const uint16_t* row = tile + (k0 + lane % 8 + (lane / 8 % 2) * 8) * S + (lane / 16) * 8;
 #pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) {
-    const uint16_t* col = tile + (k0 + tig * 2) * S + dt * 8 + group;
-    mma<kBf16>(acc[dt], a0, a1, a2, a3, column_pair(col, S), column_pair(col + 8 * S, S));
+  for (int dt = 0; dt < D / 8; dt += 2) {
+    uint32_t bf[4];
+    ldmatrix_x4<true>(bf, row + dt * 8);
+    mma<kBf16>(acc[dt], a0, a1, a2, a3, bf[0], bf[1]);
+    mma<kBf16>(acc[dt + 1], a0, a1, a2, a3, bf[2], bf[3]);
   }
 }
 
@@ -165,81 +172,133 @@ struct MmaParams {
   const float* delta;   // [B, H, T] (backward)
 };
 
-// grid: (query blocks, B * H).
-template <int D, bool kBf16>
-__global__ void __launch_bounds__(kThreads)
+// Whether every query of [q_first, q_last] sees every key of [k0, k0 + kRows), all of them real
+// keys: such tiles (all but the diagonal ones of causal attention) skip the per-element mask,
+// whose 64-bit index arithmetic otherwise costs about as much as the exponentials. Queries past
+// the sequence are not checked: their rows are computed from zeros and never stored.
+__device__ __forceinline__ bool tile_unmasked(int64_t q_first, int64_t q_last, int64_t k0,
+                                              const MmaParams& p) {
+  return k0 + kRows <= p.seq && k0 + kRows - 1 <= q_first &&
+         (p.window == 0 || q_last - k0 < p.window);
+}
+
+// Whether any query of [q_first, q_last] sees any key of [k0, k0 + kRows). A forward warp skips
+// the tiles it sees none of: their p would all be 0, changing neither m, l nor the output.
+__device__ __forceinline__ bool tile_seen(int64_t q_first, int64_t q_last, int64_t k0,
+                                          const MmaParams& p) {
+  return k0 <= q_last && (p.window == 0 || q_first - (k0 + kRows - 1) < p.window);
+}
+
+// The forward's blocks per SM that the register allocation must allow: at D = 64, 4 (128
+// registers a thread, no spills; 4 x 45 KiB of tiles fit too) instead of the 3 that ptxas's
+// unbounded 134 registers leave. (Bounding the backward kernels so makes them spill.)
+constexpr int forward_min_blocks(int head_dim, int warps) {
+  return head_dim == 64 ? 16 / warps : 1;
+}
+
+// grid: (query blocks of 16 W rows, B * H); W warps, each owning 16 query rows, share every
+// 64-key tile (W = 8 halves the tile loads per FLOP of W = 4).
+template <int D, int W, bool kBf16>
+__global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W))
     mma_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
                           MmaParams p) {
   extern __shared__ uint4 smem_words[];
   constexpr int S = D + kPad;
+  constexpr int kBlockRows = 16 * W;
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem_words);
-  uint16_t* ks = qs + kRows * S;
-  uint16_t* vs = ks + kRows * S;
+  uint16_t* kv = qs + kBlockRows * S;  // buffer i: K at kv + 2 i kRows S, V right after it
   const int64_t b = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
   const int64_t g = h / (p.heads / p.kv_heads);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
-  const int64_t q0 = int64_t{blockIdx.x} * kRows;
-  const int64_t row_a = q0 + warp * 16 + group, row_b = row_a + 8;
-  stage<D>(qs, q, p.q, b, q0, p.seq, h);
+  const int64_t q0 = int64_t{blockIdx.x} * kBlockRows;
+  const int64_t warp_first = q0 + warp * 16, warp_last = warp_first + 15;
+  const int64_t row_a = warp_first + group, row_b = row_a + 8;
+  const int64_t last = min(p.seq - 1, q0 + kBlockRows - 1);
+  const int64_t first = p.window > 0 ? max(int64_t{0}, q0 - p.window + 1) : 0;
+  const int64_t k_begin = first / kRows * kRows;
+  auto stage_kv = [&](int64_t k0, int buf) {
+    stage<D>(kv + 2 * buf * kRows * S, k, p.k, b, k0, p.seq, g);
+    stage<D>(kv + (2 * buf + 1) * kRows * S, v, p.v, b, k0, p.seq, g);
+  };
+  stage<D, kBlockRows>(qs, q, p.q, b, q0, p.seq, h);
+  stage_kv(k_begin, 0);
+  cp_async_commit();
 
   float o[D / 8][4];
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
-  const int64_t last = min(p.seq - 1, q0 + kRows - 1);
-  const int64_t first = p.window > 0 ? max(int64_t{0}, q0 - p.window + 1) : 0;
-  for (int64_t k0 = first / kRows * kRows; k0 <= last; k0 += kRows) {
-    __syncthreads();  // the previous tiles are no longer read (and Q is staged)
-    stage<D>(ks, k, p.k, b, k0, p.seq, g);
-    stage<D>(vs, v, p.v, b, k0, p.seq, g);
-    __syncthreads();
-    float s[8][4];
+  int buf = 0;
+  for (int64_t k0 = k_begin; k0 <= last; k0 += kRows, buf ^= 1) {
+    // Prefetch the next tiles into the other buffer (which the previous iteration finished
+    // reading before its closing barrier), then wait for this tile's group only.
+    if (k0 + kRows <= last) stage_kv(k0 + kRows, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // every thread's copies of this tile (and Q) are visible
+    const uint16_t* ks = kv + 2 * buf * kRows * S;
+    const uint16_t* vs = ks + kRows * S;
+    if (tile_seen(warp_first, warp_last, k0, p)) {
+      float s[8][4];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-    rows_times_rows<D, 8, kBf16>(s, qs + warp * 16 * S, ks, group, tig);
-    float max_a = -INFINITY, max_b = -INFINITY;
+      for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      rows_times_rows<D, 8, kBf16>(s, qs + warp * 16 * S, ks, lane);
+      if (tile_unmasked(warp_first, warp_last, k0, p)) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+        for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int64_t i = r < 2 ? row_a : row_b;
-        const int64_t j = k0 + nt * 8 + tig * 2 + (r & 1);
-        s[nt][r] = j < p.seq && visible(i, j, p.window) ? s[nt][r] * p.scale_log2 : -INFINITY;
+          for (int r = 0; r < 4; ++r) s[nt][r] *= p.scale_log2;
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int64_t i = r < 2 ? row_a : row_b;
+            const int64_t j = k0 + nt * 8 + tig * 2 + (r & 1);
+            s[nt][r] = j < p.seq && visible(i, j, p.window) ? s[nt][r] * p.scale_log2 : -INFINITY;
+          }
+        }
       }
-      max_a = fmaxf(max_a, fmaxf(s[nt][0], s[nt][1]));
-      max_b = fmaxf(max_b, fmaxf(s[nt][2], s[nt][3]));
-    }
-    const float new_a = fmaxf(m_a, quad_max(max_a)), new_b = fmaxf(m_b, quad_max(max_b));
-    // A row that has seen no key yet keeps p = 0 (exp2(-inf - 0)) instead of NaN.
-    const float base_a = new_a == -INFINITY ? 0.0f : new_a;
-    const float base_b = new_b == -INFINITY ? 0.0f : new_b;
-    const float alpha_a = exp2f(m_a - base_a), alpha_b = exp2f(m_b - base_b);
-    m_a = new_a;
-    m_b = new_b;
-    l_a *= alpha_a;
-    l_b *= alpha_b;
+      float max_a = -INFINITY, max_b = -INFINITY;
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      o[dt][0] *= alpha_a;
-      o[dt][1] *= alpha_a;
-      o[dt][2] *= alpha_b;
-      o[dt][3] *= alpha_b;
-    }
+      for (int nt = 0; nt < 8; ++nt) {
+        max_a = fmaxf(max_a, fmaxf(s[nt][0], s[nt][1]));
+        max_b = fmaxf(max_b, fmaxf(s[nt][2], s[nt][3]));
+      }
+      const float new_a = fmaxf(m_a, quad_max(max_a)), new_b = fmaxf(m_b, quad_max(max_b));
+      // A row that has seen no key yet keeps p = 0 (exp2(-inf - 0)) instead of NaN.
+      const float base_a = new_a == -INFINITY ? 0.0f : new_a;
+      const float base_b = new_b == -INFINITY ? 0.0f : new_b;
+      const float alpha_a = exp2f(m_a - base_a), alpha_b = exp2f(m_b - base_b);
+      m_a = new_a;
+      m_b = new_b;
+      l_a *= alpha_a;
+      l_b *= alpha_b;
 #pragma unroll
-    for (int kc = 0; kc < 4; ++kc) {  // 16 keys per chunk: score tiles 2kc and 2kc + 1
-      float p0 = exp2f(s[2 * kc][0] - base_a), p1 = exp2f(s[2 * kc][1] - base_a);
-      float p2 = exp2f(s[2 * kc][2] - base_b), p3 = exp2f(s[2 * kc][3] - base_b);
-      float p4 = exp2f(s[2 * kc + 1][0] - base_a), p5 = exp2f(s[2 * kc + 1][1] - base_a);
-      float p6 = exp2f(s[2 * kc + 1][2] - base_b), p7 = exp2f(s[2 * kc + 1][3] - base_b);
-      // The row sums take the f32 probabilities (lse is the logsumexp the contract defines);
-      // only the product's copies are rounded.
-      l_a += (p0 + p1) + (p4 + p5);
-      l_b += (p2 + p3) + (p6 + p7);
-      const uint32_t a0 = pack_rounded<kBf16>(p0, p1), a1 = pack_rounded<kBf16>(p2, p3);
-      const uint32_t a2 = pack_rounded<kBf16>(p4, p5), a3 = pack_rounded<kBf16>(p6, p7);
-      chunk_times_tile<D, kBf16>(o, a0, a1, a2, a3, vs, kc * 16, group, tig);
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][0] *= alpha_a;
+        o[dt][1] *= alpha_a;
+        o[dt][2] *= alpha_b;
+        o[dt][3] *= alpha_b;
+      }
+#pragma unroll
+      for (int kc = 0; kc < 4; ++kc) {  // 16 keys per chunk: score tiles 2kc and 2kc + 1
+        float p0 = exp2f(s[2 * kc][0] - base_a), p1 = exp2f(s[2 * kc][1] - base_a);
+        float p2 = exp2f(s[2 * kc][2] - base_b), p3 = exp2f(s[2 * kc][3] - base_b);
+        float p4 = exp2f(s[2 * kc + 1][0] - base_a), p5 = exp2f(s[2 * kc + 1][1] - base_a);
+        float p6 = exp2f(s[2 * kc + 1][2] - base_b), p7 = exp2f(s[2 * kc + 1][3] - base_b);
+        // The row sums take the f32 probabilities (lse is the logsumexp the contract defines);
+        // only the product's copies are rounded.
+        l_a += (p0 + p1) + (p4 + p5);
+        l_b += (p2 + p3) + (p6 + p7);
+        const uint32_t a0 = pack_rounded<kBf16>(p0, p1), a1 = pack_rounded<kBf16>(p2, p3);
+        const uint32_t a2 = pack_rounded<kBf16>(p4, p5), a3 = pack_rounded<kBf16>(p6, p7);
+        chunk_times_tile<D, kBf16>(o, a0, a1, a2, a3, vs, kc * 16, lane);
+      }
     }
+    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   l_a = quad_sum(l_a);
   l_b = quad_sum(l_b);
@@ -270,16 +329,24 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int S = D + kPad;
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem_words);
   uint16_t* dos = qs + kRows * S;
-  uint16_t* ks = dos + kRows * S;
-  uint16_t* vs = ks + kRows * S;
+  uint16_t* kv = dos + kRows * S;  // buffer i: K at kv + 2 i kRows S, V right after it
   const int64_t b = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
   const int64_t g = h / (p.heads / p.kv_heads);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
   const int64_t q0 = int64_t{blockIdx.x} * kRows;
   const int64_t row_a = q0 + warp * 16 + group, row_b = row_a + 8;
+  const int64_t last = min(p.seq - 1, q0 + kRows - 1);
+  const int64_t first = p.window > 0 ? max(int64_t{0}, q0 - p.window + 1) : 0;
+  const int64_t k_begin = first / kRows * kRows;
+  auto stage_kv = [&](int64_t k0, int buf) {
+    stage<D>(kv + 2 * buf * kRows * S, k, p.k, b, k0, p.seq, g);
+    stage<D>(kv + (2 * buf + 1) * kRows * S, v, p.v, b, k0, p.seq, g);
+  };
   stage<D>(qs, q, p.q, b, q0, p.seq, h);
   stage<D>(dos, dout, p.dout, b, q0, p.seq, h);
+  stage_kv(k_begin, 0);
+  cp_async_commit();
   const int64_t stats = (b * p.heads + h) * p.seq;
   const float lse_a = row_a < p.seq ? p.lse[stats + row_a] * kLog2e : 0.0f;
   const float lse_b = row_b < p.seq ? p.lse[stats + row_b] * kLog2e : 0.0f;
@@ -289,31 +356,41 @@ __global__ void __launch_bounds__(kThreads)
   float acc[D / 8][4];
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
-  const int64_t last = min(p.seq - 1, q0 + kRows - 1);
-  const int64_t first = p.window > 0 ? max(int64_t{0}, q0 - p.window + 1) : 0;
-  for (int64_t k0 = first / kRows * kRows; k0 <= last; k0 += kRows) {
+  int buf = 0;
+  for (int64_t k0 = k_begin; k0 <= last; k0 += kRows, buf ^= 1) {
+    if (k0 + kRows <= last) stage_kv(k0 + kRows, buf ^ 1);  // as in the forward
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
-    stage<D>(ks, k, p.k, b, k0, p.seq, g);
-    stage<D>(vs, v, p.v, b, k0, p.seq, g);
-    __syncthreads();
+    const uint16_t* ks = kv + 2 * buf * kRows * S;
+    const uint16_t* vs = ks + kRows * S;
     float s[8][4], dp[8][4];
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) s[nt][r] = dp[nt][r] = 0.0f;
     }
-    rows_times_rows<D, 8, kBf16>(s, qs + warp * 16 * S, ks, group, tig);
-    rows_times_rows<D, 8, kBf16>(dp, dos + warp * 16 * S, vs, group, tig);
+    rows_times_rows<D, 8, kBf16>(s, qs + warp * 16 * S, ks, lane);
+    rows_times_rows<D, 8, kBf16>(dp, dos + warp * 16 * S, vs, lane);
     // dS = P (dP - delta), zero where hidden; kept in s.
+    const bool unmasked = tile_unmasked(q0 + warp * 16, q0 + warp * 16 + 15, k0, p);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int64_t i = r < 2 ? row_a : row_b;
-        const int64_t j = k0 + nt * 8 + tig * 2 + (r & 1);
-        const bool seen = i < p.seq && j < p.seq && visible(i, j, p.window);
         const float prob = exp2f(s[nt][r] * p.scale_log2 - (r < 2 ? lse_a : lse_b));
-        s[nt][r] = seen ? prob * (dp[nt][r] - (r < 2 ? delta_a : delta_b)) : 0.0f;
+        s[nt][r] = prob * (dp[nt][r] - (r < 2 ? delta_a : delta_b));
+      }
+    }
+    if (!unmasked) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int64_t i = r < 2 ? row_a : row_b;
+          const int64_t j = k0 + nt * 8 + tig * 2 + (r & 1);
+          if (!(i < p.seq && j < p.seq && visible(i, j, p.window))) s[nt][r] = 0.0f;
+        }
       }
     }
 #pragma unroll
@@ -322,8 +399,9 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t a1 = pack_rounded<kBf16>(s[2 * kc][2], s[2 * kc][3]);
       const uint32_t a2 = pack_rounded<kBf16>(s[2 * kc + 1][0], s[2 * kc + 1][1]);
       const uint32_t a3 = pack_rounded<kBf16>(s[2 * kc + 1][2], s[2 * kc + 1][3]);
-      chunk_times_tile<D, kBf16>(acc, a0, a1, a2, a3, ks, kc * 16, group, tig);
+      chunk_times_tile<D, kBf16>(acc, a0, a1, a2, a3, ks, kc * 16, lane);
     }
+    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
   const int64_t rows[2] = {row_a, row_b};
 #pragma unroll
@@ -347,18 +425,36 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int S = D + kPad;
   uint16_t* ks = reinterpret_cast<uint16_t*>(smem_words);
   uint16_t* vs = ks + kRows * S;
-  uint16_t* qs = vs + kRows * S;
-  uint16_t* dos = qs + kRows * S;
-  float* lse_tile = reinterpret_cast<float*>(dos + kRows * S);  // [kRows], log2 domain
-  float* delta_tile = lse_tile + kRows;                          // [kRows]
+  uint16_t* qdo = vs + kRows * S;  // buffer i: Q at qdo + 2 i kRows S, dO right after it
+  float* stats_tiles = reinterpret_cast<float*>(qdo + 4 * kRows * S);  // buffer i: lse, delta
   const int64_t b = blockIdx.y / p.kv_heads, g = blockIdx.y % p.kv_heads;
   const int64_t group_heads = p.heads / p.kv_heads;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
   const int64_t k0 = int64_t{blockIdx.x} * kRows;
   const int64_t key_a = k0 + warp * 16 + group, key_b = key_a + 8;
+  const int64_t last_key = min(p.seq - 1, k0 + kRows - 1);
+  const int64_t end = p.window > 0 ? min(p.seq, last_key + p.window) : p.seq;
+  // The (head, query tile) steps, heads of the GQA group outermost: step -> head
+  // g group_heads + step / q_tiles, queries from k0 + kRows (step % q_tiles).
+  const int64_t q_tiles = (end - k0 + kRows - 1) / kRows;
+  const int64_t steps = group_heads * q_tiles;
+  // Starts loading step `step`'s Q and dO tiles (cp.async) and its lse (log2 domain) and delta
+  // rows (plain loads and stores) into buffer `buf`.
+  auto stage_step = [&](int64_t step, int buf) {
+    const int64_t h = g * group_heads + step / q_tiles, q0 = k0 + kRows * (step % q_tiles);
+    stage<D>(qdo + 2 * buf * kRows * S, q, p.q, b, q0, p.seq, h);
+    stage<D>(qdo + (2 * buf + 1) * kRows * S, dout, p.dout, b, q0, p.seq, h);
+    if (threadIdx.x < kRows) {
+      const int64_t i = q0 + threadIdx.x, stats = (b * p.heads + h) * p.seq;
+      stats_tiles[2 * buf * kRows + threadIdx.x] = i < p.seq ? p.lse[stats + i] * kLog2e : 0.0f;
+      stats_tiles[(2 * buf + 1) * kRows + threadIdx.x] = i < p.seq ? p.delta[stats + i] : 0.0f;
+    }
+  };
   stage<D>(ks, k, p.k, b, k0, p.seq, g);
   stage<D>(vs, v, p.v, b, k0, p.seq, g);
+  stage_step(0, 0);
+  cp_async_commit();
 
   float dk_acc[D / 8][4], dv_acc[D / 8][4];
 #pragma unroll
@@ -366,57 +462,70 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < 4; ++r) dk_acc[dt][r] = dv_acc[dt][r] = 0.0f;
   }
-  const int64_t last_key = min(p.seq - 1, k0 + kRows - 1);
-  const int64_t end = p.window > 0 ? min(p.seq, last_key + p.window) : p.seq;
-  for (int64_t h = g * group_heads; h < (g + 1) * group_heads; ++h) {
-    const int64_t stats = (b * p.heads + h) * p.seq;
-    for (int64_t q0 = k0 / kRows * kRows; q0 < end; q0 += kRows) {
-      __syncthreads();
-      stage<D>(qs, q, p.q, b, q0, p.seq, h);
-      stage<D>(dos, dout, p.dout, b, q0, p.seq, h);
-      if (threadIdx.x < kRows) {
-        const int64_t i = q0 + threadIdx.x;
-        lse_tile[threadIdx.x] = i < p.seq ? p.lse[stats + i] * kLog2e : 0.0f;
-        delta_tile[threadIdx.x] = i < p.seq ? p.delta[stats + i] : 0.0f;
-      }
-      __syncthreads();
-      // Queries in parts of 16 (two score tiles), not unrolled: D = 128 then fits the registers.
+  int buf = 0;
+  for (int64_t step = 0; step < steps; ++step, buf ^= 1) {
+    if (step + 1 < steps) stage_step(step + 1, buf ^ 1);  // as in the forward
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const int64_t q0 = k0 + kRows * (step % q_tiles);
+    const uint16_t* qs = qdo + 2 * buf * kRows * S;
+    const uint16_t* dos = qs + kRows * S;
+    const float* lse_tile = stats_tiles + 2 * buf * kRows;  // log2 domain
+    const float* delta_tile = lse_tile + kRows;
+    // Queries past the sequence must not count here (their rows would add to dK and dV).
+    const bool unmasked = q0 + kRows <= p.seq && tile_unmasked(q0, q0 + kRows - 1, k0, p);
+    // Queries in parts of 16 (two score tiles), not unrolled: D = 128 then fits the registers.
 #pragma unroll 1
-      for (int part = 0; part < kRows / 16; ++part) {  // queries q0 + 16 part .. + 15
-        float st[2][4], dpt[2][4];
+    for (int part = 0; part < kRows / 16; ++part) {  // queries q0 + 16 part .. + 15
+      float st[2][4], dpt[2][4];
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-          for (int r = 0; r < 4; ++r) st[nt][r] = dpt[nt][r] = 0.0f;
+        for (int r = 0; r < 4; ++r) st[nt][r] = dpt[nt][r] = 0.0f;
+      }
+      rows_times_rows<D, 2, kBf16>(st, ks + warp * 16 * S, qs + part * 16 * S, lane);
+      rows_times_rows<D, 2, kBf16>(dpt, vs + warp * 16 * S, dos + part * 16 * S, lane);
+      // st becomes P^T, dpt becomes dS^T (zero where hidden).
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int col = part * 16 + nt * 8 + tig * 2 + (r & 1);
+          st[nt][r] = exp2f(st[nt][r] * p.scale_log2 - lse_tile[col]);
         }
-        rows_times_rows<D, 2, kBf16>(st, ks + warp * 16 * S, qs + part * 16 * S, group, tig);
-        rows_times_rows<D, 2, kBf16>(dpt, vs + warp * 16 * S, dos + part * 16 * S, group, tig);
-        // st becomes P^T, dpt becomes dS^T (zero where hidden).
+      }
+      if (!unmasked) {
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const int64_t j = r < 2 ? key_a : key_b;
-            const int col = part * 16 + nt * 8 + tig * 2 + (r & 1);
-            const int64_t i = q0 + col;
-            const bool seen = i < p.seq && j < p.seq && visible(i, j, p.window);
-            const float prob = seen ? exp2f(st[nt][r] * p.scale_log2 - lse_tile[col]) : 0.0f;
-            st[nt][r] = prob;
-            dpt[nt][r] = prob * (dpt[nt][r] - delta_tile[col]);
+            const int64_t i = q0 + part * 16 + nt * 8 + tig * 2 + (r & 1);
+            if (!(i < p.seq && j < p.seq && visible(i, j, p.window))) st[nt][r] = 0.0f;
           }
         }
-        const uint32_t p0 = pack_rounded<kBf16>(st[0][0], st[0][1]);
-        const uint32_t p1 = pack_rounded<kBf16>(st[0][2], st[0][3]);
-        const uint32_t p2 = pack_rounded<kBf16>(st[1][0], st[1][1]);
-        const uint32_t p3 = pack_rounded<kBf16>(st[1][2], st[1][3]);
-        chunk_times_tile<D, kBf16>(dv_acc, p0, p1, p2, p3, dos, part * 16, group, tig);
-        const uint32_t d0 = pack_rounded<kBf16>(dpt[0][0], dpt[0][1]);
-        const uint32_t d1 = pack_rounded<kBf16>(dpt[0][2], dpt[0][3]);
-        const uint32_t d2 = pack_rounded<kBf16>(dpt[1][0], dpt[1][1]);
-        const uint32_t d3 = pack_rounded<kBf16>(dpt[1][2], dpt[1][3]);
-        chunk_times_tile<D, kBf16>(dk_acc, d0, d1, d2, d3, qs, part * 16, group, tig);
       }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int col = part * 16 + nt * 8 + tig * 2 + (r & 1);
+          dpt[nt][r] = st[nt][r] * (dpt[nt][r] - delta_tile[col]);
+        }
+      }
+      const uint32_t p0 = pack_rounded<kBf16>(st[0][0], st[0][1]);
+      const uint32_t p1 = pack_rounded<kBf16>(st[0][2], st[0][3]);
+      const uint32_t p2 = pack_rounded<kBf16>(st[1][0], st[1][1]);
+      const uint32_t p3 = pack_rounded<kBf16>(st[1][2], st[1][3]);
+      chunk_times_tile<D, kBf16>(dv_acc, p0, p1, p2, p3, dos, part * 16, lane);
+      const uint32_t d0 = pack_rounded<kBf16>(dpt[0][0], dpt[0][1]);
+      const uint32_t d1 = pack_rounded<kBf16>(dpt[0][2], dpt[0][3]);
+      const uint32_t d2 = pack_rounded<kBf16>(dpt[1][0], dpt[1][1]);
+      const uint32_t d3 = pack_rounded<kBf16>(dpt[1][2], dpt[1][3]);
+      chunk_times_tile<D, kBf16>(dk_acc, d0, d1, d2, d3, qs, part * 16, lane);
     }
+    __syncthreads();  // this buffer is refilled by the next step's prefetch
   }
   const int64_t keys[2] = {key_a, key_b};
 #pragma unroll
@@ -437,16 +546,6 @@ size_t tile_bytes(int64_t head_dim) {
   return sizeof(uint16_t) * static_cast<size_t>(kRows * (head_dim + kPad));
 }
 
-// Opts `Kernel` into `bytes` of dynamic shared memory, once per kernel and size rather than on
-// every launch (the call goes into the driver). One process drives one GPU (a rank per GPU).
-template <auto Kernel>
-void allow_shared(size_t bytes) {
-  static size_t allowed = 0;  // one per kernel: Kernel is a template argument
-  if (bytes <= allowed) return;
-  ZERO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
-  allowed = bytes;
-}
 
 bool aligned_view(const void* base, const HeadLayout& l) {
   // 16-byte rows: every row start a multiple of 8 elements from a 16-byte aligned base.
@@ -507,14 +606,25 @@ bool mma_attention_supported(const AttentionArgs& a, bool backward) {
 
 void launch_attention_forward_mma(const AttentionArgs& a, cudaStream_t stream) {
   const MmaParams p = params_of(a);
-  const size_t shared = 3 * tile_bytes(a.head_dim);
-  const dim3 grid(static_cast<unsigned>((a.seq + kRows - 1) / kRows),
+  // 8 warps (128 query rows) a block once a block has more than one key tile to share; short
+  // sequences keep 4 for more blocks.
+  const int warps = a.seq > 128 ? 8 : 4;
+  const int64_t block_rows = 16 * warps;
+  const size_t shared = (warps / 4 + 4) * tile_bytes(a.head_dim);  // Q, two K/V buffers
+  const dim3 grid(static_cast<unsigned>((a.seq + block_rows - 1) / block_rows),
                   static_cast<unsigned>(a.batch * a.heads));
+  const auto* q = static_cast<const uint16_t*>(a.q);
+  const auto* k = static_cast<const uint16_t*>(a.k);
+  const auto* v = static_cast<const uint16_t*>(a.v);
+  auto* out = static_cast<uint16_t*>(a.out);
   dispatch_mma(a, [&]<int D, bool kBf16>() {
-    allow_shared<mma_attention_forward<D, kBf16>>(shared);
-    mma_attention_forward<D, kBf16><<<grid, kThreads, shared, stream>>>(
-        static_cast<const uint16_t*>(a.q), static_cast<const uint16_t*>(a.k),
-        static_cast<const uint16_t*>(a.v), static_cast<uint16_t*>(a.out), p);
+    if (warps == 8) {
+      allow_shared<mma_attention_forward<D, 8, kBf16>>(shared);
+      mma_attention_forward<D, 8, kBf16><<<grid, 8 * kWarp, shared, stream>>>(q, k, v, out, p);
+    } else {
+      allow_shared<mma_attention_forward<D, 4, kBf16>>(shared);
+      mma_attention_forward<D, 4, kBf16><<<grid, 4 * kWarp, shared, stream>>>(q, k, v, out, p);
+    }
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }
@@ -522,8 +632,9 @@ void launch_attention_forward_mma(const AttentionArgs& a, cudaStream_t stream) {
 void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) {
   const MmaParams p = params_of(a);
   const unsigned blocks = static_cast<unsigned>((a.seq + kRows - 1) / kRows);
-  const size_t dq_shared = 4 * tile_bytes(a.head_dim);
-  const size_t dkv_shared = 4 * tile_bytes(a.head_dim) + 2 * sizeof(float) * kRows;
+  const size_t dq_shared = 6 * tile_bytes(a.head_dim);  // Q, dO, two K/V buffers
+  // K, V, two Q/dO buffers, two lse/delta buffers.
+  const size_t dkv_shared = 6 * tile_bytes(a.head_dim) + 4 * sizeof(float) * kRows;
   dispatch_mma(a, [&]<int D, bool kBf16>() {
     const auto* q = static_cast<const uint16_t*>(a.q);
     const auto* k = static_cast<const uint16_t*>(a.k);

@@ -402,10 +402,12 @@ void CudaBackend::scale(Tensor& y, double alpha) {
 
 namespace {
 
+// `same_dtype` false: the caller checked the table's dtype against the rows' itself.
 void check_embedding(const Checks& check, const Tensor& rows, const char* rows_name,
-                     const Tensor& ids, const Tensor& table, const char* table_name) {
+                     const Tensor& ids, const Tensor& table, const char* table_name,
+                     bool same_dtype = true) {
   check.contiguous(rows, rows_name).ids(ids, "ids").contiguous(table, table_name);
-  check.dtype(rows, table.dtype(), rows_name);
+  if (same_dtype) check.dtype(rows, table.dtype(), rows_name);
   const int64_t leading = leading_rows(rows);
   if (table.dim() != 2 || rows.dim() < 1 || rows.size(-1) != table.size(1) ||
       leading != ids.numel()) {
@@ -427,12 +429,14 @@ void CudaBackend::embedding_forward(Tensor& out, const Tensor& ids, const Tensor
 }
 
 void CudaBackend::embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) {
-  check_embedding(Checks(device(), "embedding_backward"), dout, "dout", ids, dtable, "dtable");
+  const Checks check(device(), "embedding_backward");
+  check.grad_dtype(dtable, dout.dtype(), "dtable");
+  check_embedding(check, dout, "dout", ids, dtable, "dtable", /*same_dtype=*/false);
   const int64_t n = ids.numel();
   if (n == 0 || dtable.size(1) == 0) return;
   const size_t bytes = cuda::embedding_backward_scratch_bytes(n);
   Tensor work = scratch(bytes);
-  cuda::launch_embedding_backward(dtable.raw_data(), dout.raw_data(), dtable.dtype(),
+  cuda::launch_embedding_backward(dtable.raw_data(), dtable.dtype(), dout.raw_data(), dout.dtype(),
                                   ids.raw_data(), ids.dtype() == DType::kI64, n, dtable.size(0),
                                   dtable.size(1), work.raw_data(), bytes, error_device_, current());
 }
@@ -507,17 +511,18 @@ void CudaBackend::layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias,
   check_like_x(check, dy, x, "dy");
   check.contiguous(dweight, "dweight")
       .same_shape(dweight, weight, "dweight", "weight")
-      .dtype(dweight, x.dtype(), "dweight");
-  if (dbias != nullptr)
+      .grad_dtype(dweight, x.dtype(), "dweight");
+  if (dbias != nullptr) {
     check.contiguous(*dbias, "dbias")
         .same_shape(*dbias, weight, "dbias", "weight")
-        .dtype(*dbias, x.dtype(), "dbias");
+        .dtype(*dbias, dweight.dtype(), "dbias");
+  }
   Tensor partials = scratch(cuda::norm_backward_scratch_bytes(rows, channels, dbias != nullptr));
   cuda::launch_layernorm_backward(
       dx.raw_data(), dweight.raw_data(), dbias != nullptr ? dbias->raw_data() : nullptr,
       dy.raw_data(), x.raw_data(), weight.raw_data(), static_cast<const float*>(mean.raw_data()),
-      static_cast<const float*>(rstd.raw_data()), x.dtype(), rows, channels, partials.raw_data(),
-      current());
+      static_cast<const float*>(rstd.raw_data()), x.dtype(), dweight.dtype(), rows, channels,
+      partials.raw_data(), current());
 }
 
 void CudaBackend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
@@ -553,11 +558,12 @@ void CudaBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy
   check_like_x(check, dy, x, "dy");
   check.contiguous(dweight, "dweight")
       .same_shape(dweight, weight, "dweight", "weight")
-      .dtype(dweight, x.dtype(), "dweight");
+      .grad_dtype(dweight, x.dtype(), "dweight");
   Tensor partials = scratch(cuda::norm_backward_scratch_bytes(rows, channels, false));
   cuda::launch_rmsnorm_backward(dx.raw_data(), dweight.raw_data(), dy.raw_data(), x.raw_data(),
                                 weight.raw_data(), static_cast<const float*>(rstd.raw_data()),
-                                x.dtype(), rows, channels, partials.raw_data(), current());
+                                x.dtype(), dweight.dtype(), rows, channels, partials.raw_data(),
+                                current());
 }
 
 // ---- activations -----------------------------------------------------------------------------

@@ -304,7 +304,7 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
   if (dbias != nullptr) {
     // The column sums read contiguous rows.
     if (!dy.is_contiguous()) check.contiguous(dy, "dy (with dbias)");
-    check.contiguous(*dbias, "dbias").dtype(*dbias, w.dtype(), "dbias");
+    check.contiguous(*dbias, "dbias").grad_dtype(*dbias, w.dtype(), "dbias");
     if (dbias->shape() != Shape{out})
       check.fail("dbias " + shape_to_string(dbias->shape()) + " must be [" + std::to_string(out) +
                  "]");
@@ -352,8 +352,8 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
   gemm(dw_op);
   if (dbias != nullptr && rows > 0) {
     Tensor partials = scratch(cuda::column_sum_scratch_bytes(rows, out));
-    cuda::launch_column_sums_accumulate(dbias->raw_data(), dy.raw_data(), dy.dtype(), rows, out,
-                                        partials.raw_data(), current());
+    cuda::launch_column_sums_accumulate(dbias->raw_data(), dbias->dtype(), dy.raw_data(),
+                                        dy.dtype(), rows, out, partials.raw_data(), current());
   }
 }
 

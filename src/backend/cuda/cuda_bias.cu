@@ -76,8 +76,9 @@ size_t column_sum_scratch_bytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(blocks > 0 ? blocks : 1) * static_cast<size_t>(cols) * sizeof(double);
 }
 
-void launch_column_sums_accumulate(void* dbias, const void* dy, DType dtype, int64_t rows,
-                                   int64_t cols, void* scratch, cudaStream_t stream) {
+void launch_column_sums_accumulate(void* dbias, DType dbias_dtype, const void* dy, DType dtype,
+                                   int64_t rows, int64_t cols, void* scratch,
+                                   cudaStream_t stream) {
   if (cols == 0 || rows == 0) return;
   const int64_t row_block = partial_row_block(rows, kColumnSumRowBlock);
   const int64_t blocks = (rows + row_block - 1) / row_block;
@@ -89,8 +90,11 @@ void launch_column_sums_accumulate(void* dbias, const void* dy, DType dtype, int
     column_partials_kernel<<<grid, kThreads, 0, stream>>>(partial, static_cast<const T*>(dy), rows,
                                                           cols, row_block);
     ZERO_CUDA_CHECK_LAUNCH();
-    column_finish_kernel<<<finish_grid(cols), kFinishWarps * kWarp, 0, stream>>>(
-        static_cast<T*>(dbias), partial, blocks, cols);
+    dispatch_grad<T>(dbias_dtype, [&](auto grad_tag) {
+      using G = decltype(grad_tag);
+      column_finish_kernel<<<finish_grid(cols), kFinishWarps * kWarp, 0, stream>>>(
+          static_cast<G*>(dbias), partial, blocks, cols);
+    });
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

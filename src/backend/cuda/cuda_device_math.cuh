@@ -111,6 +111,29 @@ void dispatch_storage(DType dtype, const char* op, Fn&& fn) {
   }
 }
 
+// Calls fn(G{}) for a gradient accumulated from `storage`-typed inputs: G is the storage type, or
+// float when `grad` is f32 and the inputs are 16-bit (the engine's f32 gradients of 16-bit
+// weights). Other combinations are a caller bug (the host checks refuse them first).
+template <typename Storage, typename Fn>
+void dispatch_grad(DType grad, Fn&& fn) {
+  if (grad == DType::kF32) {
+    fn(float{});
+  } else {
+    fn(Storage{});
+  }
+}
+
+// Opts `Kernel` into `bytes` of dynamic shared memory, once per kernel and size rather than on
+// every launch (the call goes into the driver). One process drives one GPU (a rank per GPU).
+template <auto Kernel>
+void allow_shared(size_t bytes) {
+  static size_t allowed = 0;  // one per kernel: Kernel is a template argument
+  if (bytes <= allowed) return;
+  ZERO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
+  allowed = bytes;
+}
+
 // Records the first bad input into the error slot (later finds are dropped).
 template <typename Slot>
 __device__ __forceinline__ void report_kernel_error(Slot* slot, int code, int64_t value,

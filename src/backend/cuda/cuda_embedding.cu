@@ -63,8 +63,8 @@ __global__ void embedding_keys_kernel(uint32_t* keys, uint32_t* positions, const
 // previous one-channel-at-a-time walk, each step waiting on the key it compared, a long tail.)
 constexpr int kChannelsPerThread = 4;
 
-template <typename T>
-__global__ void embedding_backward_kernel(T* dtable, const T* dout, const uint32_t* keys,
+template <typename G, typename T>
+__global__ void embedding_backward_kernel(G* dtable, const T* dout, const uint32_t* keys,
                                           const uint32_t* positions, int64_t n, int64_t vocab,
                                           int64_t channels) {
   for (int64_t start = blockIdx.x; start < n; start += gridDim.x) {
@@ -81,7 +81,7 @@ __global__ void embedding_backward_kernel(T* dtable, const T* dout, const uint32
       }
     }
     const int64_t end = lo;
-    T* dst = dtable + static_cast<int64_t>(key) * channels;
+    G* dst = dtable + static_cast<int64_t>(key) * channels;
     const int64_t stride = blockDim.x;
     for (int64_t c0 = threadIdx.x; c0 < channels; c0 += stride * kChannelsPerThread) {
       float acc[kChannelsPerThread];
@@ -156,8 +156,9 @@ size_t embedding_backward_scratch_bytes(int64_t n) {
   return 4 * aligned(static_cast<size_t>(n) * sizeof(uint32_t)) + aligned(cub_sort_bytes(n));
 }
 
-void launch_embedding_backward(void* dtable, const void* dout, DType dtype, const void* ids,
-                               bool ids_i64, int64_t n, int64_t vocab, int64_t channels,
+void launch_embedding_backward(void* dtable, DType dtable_dtype, const void* dout, DType dtype,
+                               const void* ids, bool ids_i64, int64_t n, int64_t vocab,
+                               int64_t channels,
                                void* scratch, size_t scratch_bytes, KernelErrorSlot* error,
                                cudaStream_t stream) {
   if (n == 0 || channels == 0) return;
@@ -197,9 +198,12 @@ void launch_embedding_backward(void* dtable, const void* dout, DType dtype, cons
                                                   stream));
   dispatch_storage(dtype, "embedding_backward", [&](auto tag) {
     using T = decltype(tag);
-    embedding_backward_kernel<T>
-        <<<row_grid(n), kThreads, 0, stream>>>(static_cast<T*>(dtable), static_cast<const T*>(dout),
-                                               keys_out, pos_out, n, vocab, channels);
+    dispatch_grad<T>(dtable_dtype, [&](auto grad_tag) {
+      using G = decltype(grad_tag);
+      embedding_backward_kernel<G, T><<<row_grid(n), kThreads, 0, stream>>>(
+          static_cast<G*>(dtable), static_cast<const T*>(dout), keys_out, pos_out, n, vocab,
+          channels);
+    });
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

@@ -73,8 +73,10 @@ inline int64_t partial_row_block(int64_t rows, int64_t minimum) {
 // kColumnSumRowBlock) rows) x cols doubles.
 inline constexpr int64_t kColumnSumRowBlock = 64;
 size_t column_sum_scratch_bytes(int64_t rows, int64_t cols);
-void launch_column_sums_accumulate(void* dbias, const void* dy, DType dtype, int64_t rows,
-                                   int64_t cols, void* scratch, cudaStream_t stream);
+// dbias is `dtype` or, for 16-bit dy, f32 (dispatch_grad).
+void launch_column_sums_accumulate(void* dbias, DType dbias_dtype, const void* dy, DType dtype,
+                                   int64_t rows, int64_t cols, void* scratch,
+                                   cudaStream_t stream);
 
 // ---- embedding (cuda_embedding.cu) -------------------------------------------------------------
 void launch_embedding_forward(void* out, const void* ids, bool ids_i64, const void* table,
@@ -82,8 +84,10 @@ void launch_embedding_forward(void* out, const void* ids, bool ids_i64, const vo
                               bool accumulate, KernelErrorSlot* error, cudaStream_t stream);
 // Device scratch the backward needs for n ids (a stable sort of the ids with their positions).
 size_t embedding_backward_scratch_bytes(int64_t n);
-void launch_embedding_backward(void* dtable, const void* dout, DType dtype, const void* ids,
-                               bool ids_i64, int64_t n, int64_t vocab, int64_t channels,
+// dtable is `dtype` (dout's) or, for 16-bit dout, f32.
+void launch_embedding_backward(void* dtable, DType dtable_dtype, const void* dout, DType dtype,
+                               const void* ids, bool ids_i64, int64_t n, int64_t vocab,
+                               int64_t channels,
                                void* scratch, size_t scratch_bytes, KernelErrorSlot* error,
                                cudaStream_t stream);
 
@@ -99,16 +103,18 @@ void launch_layernorm_forward(void* y, float* mean, float* rstd, const void* x, 
                               const void* bias, DType dtype, int64_t rows, int64_t channels,
                               float eps, cudaStream_t stream, void* sum = nullptr,
                               const void* residual = nullptr);
+// dweight/dbias are `grad_dtype`: `dtype` or, for 16-bit inputs, f32 (dispatch_grad).
 void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void* dy, const void* x,
                                const void* weight, const float* mean, const float* rstd,
-                               DType dtype, int64_t rows, int64_t channels, void* scratch,
-                               cudaStream_t stream);
+                               DType dtype, DType grad_dtype, int64_t rows, int64_t channels,
+                               void* scratch, cudaStream_t stream);
 void launch_rmsnorm_forward(void* y, float* rstd, const void* x, const void* weight, DType dtype,
                             int64_t rows, int64_t channels, float eps, cudaStream_t stream,
                             void* sum = nullptr, const void* residual = nullptr);
 void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void* x,
-                             const void* weight, const float* rstd, DType dtype, int64_t rows,
-                             int64_t channels, void* scratch, cudaStream_t stream);
+                             const void* weight, const float* rstd, DType dtype,
+                             DType grad_dtype, int64_t rows, int64_t channels, void* scratch,
+                             cudaStream_t stream);
 
 // ---- activations (cuda_activations.cu) ---------------------------------------------------------
 void launch_gelu_forward(void* y, const void* x, DType dtype, int64_t n, cudaStream_t stream);
@@ -169,6 +175,11 @@ void launch_softmax_cross_entropy(void* losses, bool losses_f32, void* dlogits,
                                   DType dtype, const void* targets, bool targets_i64, int64_t rows,
                                   int64_t vocab, int64_t ignore_index, double grad_scale,
                                   KernelErrorSlot* error, cudaStream_t stream);
+// Whether launch_softmax_cross_entropy stages rows of `vocab` `dtype` elements in shared memory
+// (each logit read from DRAM once) rather than streaming them twice: true where a row fits the
+// current device's opt-in shared memory (GPT-2's 50257 bf16 or f32 logits on an H100; not 152k
+// ones) and ZERO_CUDA_CROSS_ENTROPY=streaming is not set. Tests use it to know the path taken.
+bool softmax_cross_entropy_stages_rows(DType dtype, int64_t vocab);
 
 // ---- vocabulary slices (cuda_vocab_slice.cu); semantics: Backend's ops of the same names ------
 // Ids outside [first, first + count) are another rank's: zero rows / no contribution.

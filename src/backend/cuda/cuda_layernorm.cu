@@ -107,8 +107,8 @@ void launch_layernorm_forward(void* y, float* mean, float* rstd, const void* x, 
 
 void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void* dy, const void* x,
                                const void* weight, const float* mean, const float* rstd,
-                               DType dtype, int64_t rows, int64_t channels, void* scratch,
-                               cudaStream_t stream) {
+                               DType dtype, DType grad_dtype, int64_t rows, int64_t channels,
+                               void* scratch, cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const int64_t blocks = norm_row_blocks(rows);  // at most 65535 (norm_row_block)
   auto* partial_w = static_cast<float*>(scratch);
@@ -127,13 +127,16 @@ void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void*
         static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
         static_cast<const T*>(weight), mean, rstd, rows, channels);
     ZERO_CUDA_CHECK_LAUNCH();
-    norm_finish_kernel<T><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
-        static_cast<T*>(dweight), partial_w, blocks, channels);
-    ZERO_CUDA_CHECK_LAUNCH();
-    if (dbias != nullptr) {
-      norm_finish_kernel<T><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
-          static_cast<T*>(dbias), partial_b, blocks, channels);
-    }
+    dispatch_grad<T>(grad_dtype, [&](auto grad_tag) {
+      using G = decltype(grad_tag);
+      norm_finish_kernel<G><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
+          static_cast<G*>(dweight), partial_w, blocks, channels);
+      ZERO_CUDA_CHECK_LAUNCH();
+      if (dbias != nullptr) {
+        norm_finish_kernel<G><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
+            static_cast<G*>(dbias), partial_b, blocks, channels);
+      }
+    });
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

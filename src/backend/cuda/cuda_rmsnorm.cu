@@ -78,8 +78,9 @@ void launch_rmsnorm_forward(void* y, float* rstd, const void* x, const void* wei
 }
 
 void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void* x,
-                             const void* weight, const float* rstd, DType dtype, int64_t rows,
-                             int64_t channels, void* scratch, cudaStream_t stream) {
+                             const void* weight, const float* rstd, DType dtype,
+                             DType grad_dtype, int64_t rows, int64_t channels, void* scratch,
+                             cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const int64_t blocks = norm_row_blocks(rows);  // at most 65535 (norm_row_block)
   auto* partial = static_cast<float*>(scratch);
@@ -97,8 +98,11 @@ void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void
         static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
         static_cast<const T*>(weight), rstd, rows, channels);
     ZERO_CUDA_CHECK_LAUNCH();
-    norm_finish_kernel<T><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
-        static_cast<T*>(dweight), partial, blocks, channels);
+    dispatch_grad<T>(grad_dtype, [&](auto grad_tag) {
+      using G = decltype(grad_tag);
+      norm_finish_kernel<G><<<finish_grid(channels), kFinishWarps * kWarp, 0, stream>>>(
+          static_cast<G*>(dweight), partial, blocks, channels);
+    });
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

@@ -1,0 +1,63 @@
+// The fake cuBLASLt's descriptor contents (the handles point at these) and the algorithm its
+// heuristic returns: the algo carries the alignments and workspace the heuristic was asked for,
+// so cublasLtMatmul can check that its pointers honour them (real cuBLASLt may pick a kernel
+// that faults on a pointer less aligned than the preference promised).
+#pragma once
+#include <cublasLt.h>
+
+#include <cstdint>
+
+namespace cuda_sim {
+
+struct MatmulDesc {
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = CUDA_R_32F;
+  cublasOperation_t trans_a = CUBLAS_OP_N;
+  cublasOperation_t trans_b = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  bool bias_type_set = false;
+  cudaDataType_t bias_type = CUDA_R_32F;
+  // The bias's type: as set, else D's (cuBLASLt's default).
+  cudaDataType_t bias_type_for(cudaDataType_t d_type) const {
+    return bias_type_set ? bias_type : d_type;
+  }
+};
+
+struct MatrixLayout {
+  cudaDataType_t type = CUDA_R_32F;
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+  int64_t ld = 0;
+};
+
+struct MatmulPreference {
+  uint64_t max_workspace_bytes = 0;
+  uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D (cuBLASLt's defaults)
+};
+
+// What cublasLtMatmulAlgo_t::data holds for an algo of this simulator.
+struct AlgoContents {
+  uint64_t magic;
+  uint64_t min_alignment[4];
+};
+inline constexpr uint64_t kAlgoMagic = 0x7a65726f43554441ull;  // "zeroCUDA"
+static_assert(sizeof(AlgoContents) <= sizeof(cublasLtMatmulAlgo_t));
+
+inline MatmulDesc* desc_of(cublasLtMatmulDesc_t d) { return reinterpret_cast<MatmulDesc*>(d); }
+inline MatrixLayout* layout_of(cublasLtMatrixLayout_t l) {
+  return reinterpret_cast<MatrixLayout*>(l);
+}
+inline MatmulPreference* preference_of(cublasLtMatmulPreference_t p) {
+  return reinterpret_cast<MatmulPreference*>(p);
+}
+
+// CUBLAS_STATUS_INVALID_VALUE or _NOT_SUPPORTED after printing why (cuBLASLt says nothing).
+cublasStatus_t cublas_reject(cublasStatus_t status, const char* call, const char* why);
+
+// The shape checks shared by the heuristic and the matmul: op(A) is m x k, op(B) k x n, C and D
+// m x n, every layout of the one storage type, leading dimensions at least the rows.
+cublasStatus_t check_shapes(const char* call, const MatmulDesc& desc, const MatrixLayout& a,
+                            const MatrixLayout& b, const MatrixLayout& c, const MatrixLayout& d);
+
+}  // namespace cuda_sim
