@@ -29,8 +29,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-run}
 # The GPU test binaries (ctest label `cuda`): built, packed and run together.
 cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vocab_slice
-            engine_test_cuda_training backend_test_cuda_nccl model_test_cuda_hf_reference
-            tools_test_cuda_train_cli)
+            backend_test_cuda_strided_logits backend_test_cuda_cross_entropy_paths
+            backend_test_cuda_mixed_gradients engine_test_cuda_training backend_test_cuda_nccl
+            model_test_cuda_hf_reference tools_test_cuda_train_cli)
 
 pack() {
   local build=${1:-$root/build/gpu}
