@@ -95,6 +95,9 @@ void ParameterFetcher::make_ready(size_t u) {
     const DType working = backend_.device().is_cpu() ? DType::kF32 : stored;
     if (gathered && slot.gathered.dtype() == working) {
       slot.working = slot.gathered;
+    } else if (!gathered && stored == working) {
+      // The layers read the 16-bit flat buffer itself: a view, nothing copied or allocated.
+      slot.working = source_.full->view(part.flat_begin, {part.numel});
     } else {
       slot.working = backend_.empty({part.padded_numel}, working, MemoryCategory::kComm);
       Tensor real = slot.working.view(0, {part.numel});
