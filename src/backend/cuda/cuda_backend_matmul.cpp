@@ -285,11 +285,10 @@ void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const T
   const Checks check(device(), "linear_backward");
   check.contiguous(dw, "dw").contiguous(x, "x").contiguous(w, "w");
   const int64_t ld_dy = row_pitch(dy, "linear_backward", "dy");
-  check.dtype(x, w.dtype(), "x").dtype(dy, w.dtype(), "dy");
-  // dw: w's dtype, or an f32 accumulator of a 16-bit product (the tiled logits loss's dweight_,
-  // which the CPU backend accepts through its f32 twins).
-  const bool dw_f32 = dw.dtype() == DType::kF32 && dtype_size(w.dtype()) == 2;
-  if (!dw_f32) check.dtype(dw, w.dtype(), "dw");
+  // dw: w's dtype, or an f32 gradient of 16-bit weights (the engine's gradients in 16-bit
+  // training, the tiled logits loss's accumulator).
+  check.dtype(x, w.dtype(), "x").dtype(dy, w.dtype(), "dy").grad_dtype(dw, w.dtype(), "dw");
+  const bool dw_f32 = dw.dtype() != w.dtype();
   if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
     check.fail("x " + shape_to_string(x.shape()) + " does not fit w " + shape_to_string(w.shape()));
   }
