@@ -23,10 +23,12 @@ HostMemory machine_with(int64_t bytes) {
   return memory;
 }
 
+// The ConfigError check_training_memory throws, with or without a device (`device...`).
+template <typename... Device>
 std::string error_of(const model::TransformerConfig& config, const MemoryPreflightRequest& r,
-                     const HostMemory& memory) {
+                     const HostMemory& memory, const Device&... device) {
   try {
-    check_training_memory(config, r, memory);
+    check_training_memory(config, r, memory, device...);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -243,18 +245,6 @@ DeviceMemory gpu_with(int64_t bytes, int64_t ranks_sharing = 1) {
   return device;
 }
 
-std::string device_error_of(const model::TransformerConfig& config,
-                            const MemoryPreflightRequest& r, const HostMemory& memory,
-                            const DeviceMemory& device) {
-  try {
-    check_training_memory(config, r, memory, device);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a ConfigError";
-  return "";
-}
-
 TEST(MemoryPreflight, DeviceRunsCheckTheDeviceForStatesAndActivations) {
   const model::TransformerConfig config = model::preset_config("gpt2-124m");
   MemoryPreflightRequest r;
@@ -269,7 +259,7 @@ TEST(MemoryPreflight, DeviceRunsCheckTheDeviceForStatesAndActivations) {
   EXPECT_EQ(fits.device_bytes, host_view.model_state_bytes + host_view.activation_bytes);
   EXPECT_EQ(fits.host_bytes, 0);
 
-  const std::string message = device_error_of(config, r, machine_with(int64_t{1} << 40),
+  const std::string message = error_of(config, r, machine_with(int64_t{1} << 40),
                                               gpu_with(int64_t{16} << 30));
   EXPECT_TRUE(has(message, "not enough memory")) << message;
   EXPECT_TRUE(has(message, "on cuda:0")) << message;
@@ -291,10 +281,10 @@ TEST(MemoryPreflight, RanksSharingOneDeviceAddUpThere) {
                             .device_bytes;
   EXPECT_EQ(three, 3 * one);
   // A device that holds one rank's share refuses three ranks on it, and says so.
-  const std::string message = device_error_of(config, r, host, gpu_with(2 * one, 3));
+  const std::string message = error_of(config, r, host, gpu_with(2 * one, 3));
   EXPECT_TRUE(has(message, "3 rank(s) on this device")) << message;
   // More ranks sharing a device than this machine has is a caller bug, named.
-  const std::string bad = device_error_of(config, r, host, gpu_with(int64_t{1} << 40, 4));
+  const std::string bad = error_of(config, r, host, gpu_with(int64_t{1} << 40, 4));
   EXPECT_TRUE(has(bad, "ranks sharing cuda:0 (4)")) << bad;
 }
 
@@ -309,12 +299,12 @@ TEST(MemoryPreflight, OffloadedStatesOfADeviceRunNeedHostMemory) {
   EXPECT_GT(need.offloaded_bytes, 0);
   EXPECT_EQ(need.host_bytes, need.offloaded_bytes);
   const std::string message =
-      device_error_of(config, r, machine_with(need.host_bytes - 1), gpu_with(int64_t{1} << 40));
+      error_of(config, r, machine_with(need.host_bytes - 1), gpu_with(int64_t{1} << 40));
   EXPECT_TRUE(has(message, "not enough host memory")) << message;
   EXPECT_TRUE(has(message, "of offloaded optimizer states")) << message;
   // Offloading already: the device message does not suggest it again.
   const std::string device_message =
-      device_error_of(config, r, machine_with(int64_t{1} << 40), gpu_with(int64_t{1} << 20));
+      error_of(config, r, machine_with(int64_t{1} << 40), gpu_with(int64_t{1} << 20));
   EXPECT_FALSE(has(device_message, "offload_optimizer")) << device_message;
 }
 
