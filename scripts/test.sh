@@ -11,10 +11,14 @@ ctest --preset default "$@"
 if [ -e "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
   cmake --preset cuda-sim >/dev/null
   cmake --build --preset cuda-sim -- -j"$(nproc)"
-  OMP_NUM_THREADS=1 ctest --preset cuda-sim | tee build/cuda-sim/ctest.log
-  # Again with blocks and threads scheduled in the opposite order: a kernel race (a missing
-  # __syncthreads, blocks depending on each other) changes results and fails a comparison.
-  CUDA_SIM_SCHEDULE=reverse OMP_NUM_THREADS=1 ctest --preset cuda-sim | tee -a build/cuda-sim/ctest.log
+  # Streams run lazily: work waits in its stream's queue until the host needs it, so a stream
+  # that reads another's results without an event wait reads stale data and fails a comparison.
+  CUDA_SIM_STREAMS=lazy OMP_NUM_THREADS=1 ctest --preset cuda-sim | tee build/cuda-sim/ctest.log
+  # Again with blocks and threads scheduled in the opposite order (a kernel race: a missing
+  # __syncthreads, blocks depending on each other) and with other streams run as far ahead as
+  # they can (a stream overwriting what another has yet to read).
+  CUDA_SIM_STREAMS=others-first CUDA_SIM_SCHEDULE=reverse OMP_NUM_THREADS=1 \
+    ctest --preset cuda-sim | tee -a build/cuda-sim/ctest.log
   # The point is that they run: a GTEST_SKIP (no simulated device found) fails the step.
   if grep -q '\*\*\*Skipped' build/cuda-sim/ctest.log; then
     echo "test: cuda tests were skipped on the CUDA simulator" >&2

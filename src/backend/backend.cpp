@@ -53,6 +53,24 @@ void Backend::copy_to_host(void* dst, const Tensor& src) {
   do_copy_to_host(dst, src);
 }
 
+void Backend::copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) {
+  ZERO_CHECK(src.device() == device(), "copy_to_pinned_async from " << src.describe() << " on a "
+                                                                    << device().to_string()
+                                                                    << " backend");
+  const bool pinned = pinned_dst.defined() && pinned_dst.storage()->allocator() ==
+                                                  &pinned_host_allocator();
+  if (!pinned || !pinned_dst.is_contiguous() || !src.is_contiguous() ||
+      pinned_dst.nbytes() != src.nbytes()) {
+    throw ShapeError("copy_to_pinned_async: destination " +
+                     (pinned_dst.defined() ? pinned_dst.describe() : std::string("undefined")) +
+                     " must be a contiguous tensor from the backend's pinned host allocator "
+                     "holding exactly the bytes of source " + src.describe());
+  }
+  ++transfers_.device_to_host_calls;
+  transfers_.device_to_host_bytes += static_cast<int64_t>(src.nbytes());
+  do_copy_to_pinned_async(pinned_dst, src);
+}
+
 double Backend::read_scalar(const Tensor& x) {
   ZERO_CHECK(x.numel() == 1 && x.is_contiguous(), "read_scalar of " << x.describe());
   if (x.dtype() == DType::kF64) {

@@ -16,7 +16,11 @@
 // * Gradients of parameters (dweight, dbias, dtable) ACCUMULATE (+=): gradient accumulation over
 //   micro-batches and tied weights rely on it. Gradients of activations (dx, dq, ...) OVERWRITE.
 // * Ordering: methods are enqueued on the backend's current stream (backend/stream.h) in call
-//   order. The CPU backend runs them synchronously. Host code never reads device elements: it
+//   order. The CPU backend runs them synchronously. Streams are ordered only by events: work
+//   that reads on one stream what another wrote waits for an event recorded after the write, and
+//   a tensor used on a stream other than the one current when it is destroyed (its memory is
+//   then reusable by that stream's work at once) has that use ordered before the destruction by
+//   an event the destroying stream waited for - or is kept alive until such an event. Host code never reads device elements: it
 //   reads results through copy_to_host()/read_scalar(), which wait for the work before them.
 // * Host <-> device traffic goes only through copy_from_host()/copy_to_host() (and the
 //   read_scalar()/squared_norm() conveniences built on them); every call is counted in
@@ -108,6 +112,13 @@ class Backend {
   void copy_from_host(Tensor& dst, const void* src);
   // Waits for the work enqueued before it, then copies.
   void copy_to_host(void* dst, const Tensor& src);
+  // Starts copying `src` (contiguous, on this device) into `pinned_dst` (a contiguous tensor of
+  // the same bytes from pinned_host_allocator()) on the current stream and returns without
+  // waiting: the host may read pinned_dst only after an event recorded after this call has
+  // completed (synchronize_event), and src must stay alive until the stream that destroys it
+  // waited for such an event (ordering above). Synchronous backends finish before returning.
+  // Counted as a device-to-host call. Throws ShapeError for any other pair of tensors.
+  void copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src);
   // The value of a one-element f32/f64 tensor: one counted device-to-host read.
   double read_scalar(const Tensor& x);
   const TransferStats& transfer_stats() const { return transfers_; }
@@ -273,6 +284,11 @@ class Backend {
   // The copies behind the counted wrappers (whole contiguous tensors).
   virtual void do_copy_from_host(Tensor& dst, const void* src) = 0;
   virtual void do_copy_to_host(void* dst, const Tensor& src) = 0;
+  // The asynchronous download's copy (checked by copy_to_pinned_async). The default, for
+  // backends that run every op before returning, is do_copy_to_host.
+  virtual void do_copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) {
+    do_copy_to_host(pinned_dst.raw_data(), src);
+  }
   virtual void do_synchronize() = 0;
   // Called when the current stream changes (the CUDA backend switches its cudaStream_t).
   virtual void on_stream_change(StreamKind /*stream*/) {}

@@ -2,6 +2,8 @@
 
 #include <bit>
 
+#include "core/check.h"
+
 namespace zero {
 
 CachingAllocator::~CachingAllocator() { empty_cache(); }
@@ -19,16 +21,31 @@ size_t CachingAllocator::size_class(size_t bytes) {
   return base + steps * quarter;
 }
 
+void CachingAllocator::set_streams(Streams* streams) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ZERO_CHECK(streams == nullptr || (home_stream_.empty() && stats_.reserved_bytes == 0),
+             "CachingAllocator::set_streams after blocks were allocated");
+  streams_ = streams;
+}
+
+int CachingAllocator::current_stream_locked() const {
+  return streams_ != nullptr ? streams_->current_stream() : 0;
+}
+
 void* CachingAllocator::raw_allocate(size_t bytes) {
   const size_t block = size_class(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = free_blocks_.find(block);
+  const int stream = current_stream_locked();
+  auto it = free_blocks_.find({stream, block});
   if (it != free_blocks_.end() && !it->second.empty()) {
-    void* ptr = it->second.back();
+    FreeBlock reused = std::move(it->second.back());
     it->second.pop_back();
     stats_.cached_bytes -= block;
     ++stats_.cache_hits;
-    return ptr;
+    // Freed by another stream: the new user waits, on the device, for that stream's last use.
+    if (reused.freed_after != nullptr) streams_->wait(stream, reused.freed_after);
+    if (streams_ != nullptr) home_stream_[reused.ptr] = stream;
+    return reused.ptr;
   }
   void* ptr = upstream_.allocate(block);
   if (ptr == nullptr && stats_.cached_bytes > 0) {
@@ -37,6 +54,7 @@ void* CachingAllocator::raw_allocate(size_t bytes) {
     ptr = upstream_.allocate(block);
   }
   if (ptr == nullptr) return nullptr;  // Allocator::allocate reports it
+  if (streams_ != nullptr) home_stream_[ptr] = stream;
   ++stats_.raw_allocations;
   stats_.reserved_bytes += block;
   if (stats_.reserved_bytes > stats_.peak_reserved_bytes) {
@@ -48,18 +66,33 @@ void* CachingAllocator::raw_allocate(size_t bytes) {
 void CachingAllocator::raw_deallocate(void* ptr, size_t bytes) {
   const size_t block = size_class(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  free_blocks_[block].push_back(ptr);
+  FreeBlock freed{ptr, nullptr};
+  int home = 0;
+  if (streams_ != nullptr) {
+    const auto it = home_stream_.find(ptr);
+    ZERO_CHECK(it != home_stream_.end(), "CachingAllocator: free of a block it did not hand out");
+    home = it->second;
+    home_stream_.erase(it);
+    const int freeing = streams_->current_stream();
+    if (freeing != home) {
+      freed.freed_after = streams_->mark(freeing);
+      ++stats_.cross_stream_frees;
+    }
+  }
+  free_blocks_[{home, block}].push_back(std::move(freed));
   stats_.cached_bytes += block;
 }
 
 void CachingAllocator::release_cached_locked() {
-  for (auto& [block, pointers] : free_blocks_) {
-    for (void* ptr : pointers) {
-      upstream_.free(ptr, block);
+  // RawMemory::free waits for the device (cudaFree does), so pending markers need no wait.
+  for (auto& [key, blocks] : free_blocks_) {
+    const size_t block = key.second;
+    for (FreeBlock& freed : blocks) {
+      upstream_.free(freed.ptr, block);
       ++stats_.raw_frees;
       stats_.reserved_bytes -= block;
     }
-    pointers.clear();
+    blocks.clear();
   }
   stats_.cached_bytes = 0;
 }

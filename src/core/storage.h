@@ -25,6 +25,8 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   MemoryCategory category() const { return category_; }
+  // The allocator the bytes came from; null for borrowed memory.
+  const Allocator* allocator() const { return allocator_; }
 
  private:
   void* data_ = nullptr;

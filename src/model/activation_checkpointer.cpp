@@ -219,12 +219,15 @@ void ActivationCheckpointer::end_segment(const CheckpointSegment& segment,
                                    MemoryCategory::kActivations);
     }
     {
-      // The download waits only for the piece, so on a device it overlaps the units' forward.
+      // The download waits only for the piece, so on a device it overlaps the units' forward;
+      // the host does not wait for it. (The upload before the recompute reads host_piece on the
+      // same transfer stream, after it.)
       backend::StreamGuard on_transfer(backend_, backend::StreamKind::kTransfer);
       backend_.wait_event(backend::StreamKind::kTransfer, pending_ready_);
-      backend_.copy_to_host(s.host_piece.raw_data(), piece);
+      backend_.copy_to_pinned_async(s.host_piece, piece);
     }
-    // The piece's device memory may be reused by compute work only after the download.
+    // The piece's device memory may be reused by compute work only after the download read it:
+    // compute waits (on the device) before freeing it here.
     backend_.wait_event(backend::StreamKind::kCompute,
                         backend_.record_event(backend::StreamKind::kTransfer));
   } else {
@@ -248,11 +251,11 @@ bool ActivationCheckpointer::holds(size_t unit) const {
 
 void ActivationCheckpointer::start_upload(size_t unit) {
   Saved& s = saved_[unit];
-  s.uploaded = backend_.empty({s.piece_numel}, s.dtype, MemoryCategory::kActivations);
-  // The fresh device memory may still be read by earlier compute work.
-  const backend::Event free_for_us = backend_.record_event(backend::StreamKind::kCompute);
+  // Allocated on the transfer stream, which writes it: a block the compute stream freed is
+  // handed out only after compute's last use of it (the allocator's marker, backend.h), so the
+  // upload need not wait for the compute work queued so far and overlaps it.
   backend::StreamGuard on_transfer(backend_, backend::StreamKind::kTransfer);
-  backend_.wait_event(backend::StreamKind::kTransfer, free_for_us);
+  s.uploaded = backend_.empty({s.piece_numel}, s.dtype, MemoryCategory::kActivations);
   backend_.copy_from_host(s.uploaded, s.host_piece.raw_data());
   s.upload_done = backend_.record_event(backend::StreamKind::kTransfer);
   note_memory();

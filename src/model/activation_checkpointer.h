@@ -15,10 +15,12 @@
 //   across either would lose data or save nothing. A null group or a group of one rank makes
 //   it a no-op (DeepSpeed with model-parallel size 1).
 // * cpu_checkpointing: the saved (partitioned) inputs live in the backend's pinned host memory.
-//   The download runs on the transfer stream after the unit's input is ready (event), so on a
-//   device it overlaps the unit's forward; the device copy is dropped only after the compute
-//   stream waited on the download's completion event. Before recomputing unit i the input is
-//   uploaded on the transfer stream and the compute stream waits on that upload's event. The
+//   The download (Backend::copy_to_pinned_async) runs on the transfer stream as soon as the
+//   unit's input is ready (event) and the host does not wait for it, so on a device it overlaps
+//   the unit's forward, which was enqueued before it; the compute stream waits for it (on the
+//   device) only before the next unit's work, and the device copy is dropped after that wait.
+//   Before recomputing unit i the input is uploaded on the transfer stream (into memory
+//   allocated there) and the compute stream waits on that upload's event. The
 //   upload of the previous checkpointed unit's input is PREFETCHED: issued right after unit i's
 //   input is restored, so it overlaps unit i's recompute and backward (one extra hidden state
 //   on the device at a time).

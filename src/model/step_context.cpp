@@ -51,10 +51,12 @@ DeviceBatch upload_batch(backend::Backend& backend, const Batch& batch,
   check_ids(batch.targets, "target", vocab_size, true, &out.valid_targets);
   if (batch.loss_valid_targets) out.valid_targets = *batch.loss_valid_targets;
   const int64_t rows = batch.tokens.numel();
-  out.tokens = backend.empty({rows}, batch.tokens.dtype(), MemoryCategory::kActivations);
-  out.targets = backend.empty({rows}, batch.targets.dtype(), MemoryCategory::kActivations);
   {
+    // Allocated on the transfer stream, which writes them: the allocator then reuses the blocks
+    // for the next batch only after the compute stream's reads of this one (backend.h).
     backend::StreamGuard on_transfer(backend, backend::StreamKind::kTransfer);
+    out.tokens = backend.empty({rows}, batch.tokens.dtype(), MemoryCategory::kActivations);
+    out.targets = backend.empty({rows}, batch.targets.dtype(), MemoryCategory::kActivations);
     backend.copy_from_host(out.tokens, batch.tokens.raw_data());
     backend.copy_from_host(out.targets, batch.targets.raw_data());
   }

@@ -37,14 +37,17 @@ TEST_F(CudaRuntime, AnUploadOnTheTransferStreamIsOrderedBeforeComputeByAnEvent) 
   const int64_t n = 1 << 22;  // big enough that an unordered read would see the old values
   const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
   Tensor x = gpu().zeros({n}, DType::kF32, MemoryCategory::kOther);
+  // Streams are ordered only by events: the upload waits for compute's zero fill.
+  const Event zeroed = gpu().record_event(StreamKind::kCompute);
   Event uploaded;
   {
     StreamGuard transfer(gpu(), StreamKind::kTransfer);
+    gpu().wait_event(StreamKind::kTransfer, zeroed);
     gpu().copy_from_host(x, ones.data());
     uploaded = gpu().record_event(StreamKind::kTransfer);
   }
   EXPECT_TRUE(uploaded.recorded());
-  EXPECT_EQ(uploaded.sequence(), 1u);
+  EXPECT_EQ(uploaded.sequence(), 1u);  // the transfer stream's first event
   EXPECT_NE(uploaded.native(), nullptr);
   gpu().wait_event(StreamKind::kCompute, uploaded);
   Tensor total = gpu().empty({1}, DType::kF64, MemoryCategory::kOther);
@@ -52,9 +55,11 @@ TEST_F(CudaRuntime, AnUploadOnTheTransferStreamIsOrderedBeforeComputeByAnEvent) 
   EXPECT_EQ(gpu().read_scalar(total), static_cast<double>(n));
   // Work on the comm stream, waited for by the host through its event.
   Tensor y = gpu().zeros({n}, DType::kF32, MemoryCategory::kOther);
+  const Event y_zeroed = gpu().record_event(StreamKind::kCompute);
   Event done;
   {
     StreamGuard comm(gpu(), StreamKind::kComm);
+    gpu().wait_event(StreamKind::kComm, y_zeroed);
     gpu().add(y, x, 2.0);
     done = gpu().record_event(StreamKind::kComm);
   }

@@ -1,9 +1,12 @@
 // CachingAllocator: blocks come back from the cache for repeated sizes, accounting separates what
-// tensors use (allocated) from what the cache holds (reserved), and running out of memory gives
-// cached blocks back before failing.
+// tensors use (allocated) from what the cache holds (reserved), running out of memory gives
+// cached blocks back before failing, and with streams a block is reused only by its home stream,
+// which waits for the marker of a foreign stream that freed it.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/caching_allocator.h"
@@ -90,6 +93,72 @@ TEST(CachingAllocator, OutOfMemoryReleasesTheCacheFirst) {
     EXPECT_NE(message.find("out of memory on sim:0"), std::string::npos) << message;
     EXPECT_NE(message.find("params"), std::string::npos) << message;
   }
+}
+
+// Streams as a script: the test picks the current stream; markers are numbered, and every mark
+// and wait is logged ("mark 0 #1", "wait 1 #1").
+class ScriptedStreams final : public CachingAllocator::Streams {
+ public:
+  int current_stream() const override { return current; }
+  std::shared_ptr<void> mark(int stream) override {
+    const int id = ++markers_;
+    log.push_back("mark " + std::to_string(stream) + " #" + std::to_string(id));
+    return std::make_shared<int>(id);
+  }
+  void wait(int stream, const std::shared_ptr<void>& marker) override {
+    log.push_back("wait " + std::to_string(stream) + " #" +
+                  std::to_string(*static_cast<const int*>(marker.get())));
+  }
+  int current = 0;
+  std::vector<std::string> log;
+
+ private:
+  int markers_ = 0;
+};
+
+TEST(CachingAllocatorStreams, ABlockIsReusedOnlyByItsHomeStream) {
+  BudgetMemory memory(1 << 24);
+  ScriptedStreams streams;
+  CachingAllocator allocator(memory);
+  allocator.set_streams(&streams);
+  streams.current = 1;
+  { Tensor upload = Tensor::empty(allocator, {1000}, DType::kF32, MemoryCategory::kActivations); }
+  streams.current = 0;
+  { Tensor compute = Tensor::empty(allocator, {1000}, DType::kF32, MemoryCategory::kActivations); }
+  EXPECT_EQ(memory.allocations, 2) << "stream 0 took stream 1's block";
+  streams.current = 1;
+  { Tensor again = Tensor::empty(allocator, {1000}, DType::kF32, MemoryCategory::kActivations); }
+  EXPECT_EQ(memory.allocations, 2);
+  EXPECT_EQ(allocator.cache_stats().cache_hits, 1);
+  EXPECT_TRUE(streams.log.empty()) << "same-stream frees need no marker";
+}
+
+TEST(CachingAllocatorStreams, AForeignFreeMakesTheNextUserWaitForTheFreeingStream) {
+  BudgetMemory memory(1 << 24);
+  ScriptedStreams streams;
+  CachingAllocator allocator(memory);
+  allocator.set_streams(&streams);
+  streams.current = 2;  // the transfer stream uploads a batch ...
+  Tensor batch = Tensor::empty(allocator, {1000}, DType::kF32, MemoryCategory::kActivations);
+  streams.current = 0;  // ... the compute stream reads it and frees it
+  batch = Tensor();
+  EXPECT_EQ(streams.log, std::vector<std::string>{"mark 0 #1"});
+  EXPECT_EQ(allocator.cache_stats().cross_stream_frees, 1);
+  streams.current = 2;  // the next upload gets the block once compute's reads are done
+  Tensor next = Tensor::empty(allocator, {1000}, DType::kF32, MemoryCategory::kActivations);
+  EXPECT_EQ(streams.log, (std::vector<std::string>{"mark 0 #1", "wait 2 #1"}));
+  EXPECT_EQ(memory.allocations, 1);
+  next = Tensor();  // freed on its home stream: no marker
+  { Tensor last = Tensor::empty(allocator, {1000}, DType::kF32, MemoryCategory::kActivations); }
+  EXPECT_EQ(streams.log.size(), 2u);
+}
+
+TEST(CachingAllocatorStreams, StreamsAreSetBeforeTheFirstBlock) {
+  BudgetMemory memory(1 << 24);
+  ScriptedStreams streams;
+  CachingAllocator allocator(memory);
+  { Tensor early = Tensor::empty(allocator, {10}, DType::kF32, MemoryCategory::kActivations); }
+  EXPECT_THROW(allocator.set_streams(&streams), Error);
 }
 
 }  // namespace

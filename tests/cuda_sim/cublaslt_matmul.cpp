@@ -98,9 +98,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
   if (handle == nullptr || algo == nullptr || !is_known_stream(stream)) {
     return cublas_reject(CUBLAS_STATUS_INVALID_VALUE, kCall, "bad handle, algo or stream");
   }
-  const MatmulDesc& desc = *desc_of(compute_desc);
-  const MatrixLayout &la = *layout_of(a_desc), &lb = *layout_of(b_desc), &lc = *layout_of(c_desc),
-                     &ld = *layout_of(d_desc);
+  const MatmulDesc desc = *desc_of(compute_desc);
+  const MatrixLayout la = *layout_of(a_desc), lb = *layout_of(b_desc), lc = *layout_of(c_desc),
+                     ld = *layout_of(d_desc);
   if (const auto s = check_shapes(kCall, desc, la, lb, lc, ld); s != CUBLAS_STATUS_SUCCESS) {
     return s;
   }
@@ -131,31 +131,38 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
   }
   if (!problem.empty()) return cublas_reject(CUBLAS_STATUS_INVALID_VALUE, kCall, problem.c_str());
 
-  const std::vector<float> op_a = widen_op(a, la, ta);       // m x k
-  const std::vector<float> op_b_t = widen_op(b, lb, !tb);    // n x k: op(B) transposed
-  std::vector<float> out(m * n);
-  for (uint64_t j = 0; j < n; ++j) {
-    const float* bcol = op_b_t.data() + j * k;
-    for (uint64_t i = 0; i < m; ++i) {
-      const float* arow = op_a.data() + i * k;
-      float acc = 0.0f;
-      for (uint64_t p = 0; p < k; ++p) acc += arow[p] * bcol[p];
-      out[i + j * m] = acc;
+  // Runs when the stream gets there (streams.h), on copies of the descriptors (the caller may
+  // destroy or change them once this returns) and of alpha and beta (read at the call).
+  enqueue(stream, [desc, la, lb, lc, ld, a, b, c, d, ta, tb, m, n, k, bias, alpha_value,
+                   beta_value, workspace, workspace_bytes] {
+    const std::vector<float> op_a = widen_op(a, la, ta);     // m x k
+    const std::vector<float> op_b_t = widen_op(b, lb, !tb);  // n x k: op(B) transposed
+    std::vector<float> out(m * n);
+    for (uint64_t j = 0; j < n; ++j) {
+      const float* bcol = op_b_t.data() + j * k;
+      for (uint64_t i = 0; i < m; ++i) {
+        const float* arow = op_a.data() + i * k;
+        float acc = 0.0f;
+        for (uint64_t p = 0; p < k; ++p) acc += arow[p] * bcol[p];
+        out[i + j * m] = acc;
+      }
     }
-  }
-  for (uint64_t j = 0; j < n; ++j) {
-    for (uint64_t i = 0; i < m; ++i) {
-      float v = alpha_value * out[i + j * m];
-      if (beta_value != 0.0f) v += beta_value * load(c, i + j * static_cast<uint64_t>(lc.ld), lc.type);
-      if (bias) v += load(desc.bias, i, desc.bias_type_for(ld.type));
-      store(d, i + j * static_cast<uint64_t>(ld.ld), ld.type, v);
+    for (uint64_t j = 0; j < n; ++j) {
+      for (uint64_t i = 0; i < m; ++i) {
+        float v = alpha_value * out[i + j * m];
+        if (beta_value != 0.0f) {
+          v += beta_value * load(c, i + j * static_cast<uint64_t>(lc.ld), lc.type);
+        }
+        if (bias) v += load(desc.bias, i, desc.bias_type_for(ld.type));
+        store(d, i + j * static_cast<uint64_t>(ld.ld), ld.type, v);
+      }
     }
-  }
-  // cuBLASLt may use its workspace as scratch: scribble on it, so a workspace that aliases live
-  // data shows.
-  if (workspace_bytes > 0) {
-    std::memset(workspace, kPoisonByte,
-                workspace_bytes < (size_t{1} << 20) ? workspace_bytes : (size_t{1} << 20));
-  }
+    // cuBLASLt may use its workspace as scratch: scribble on it, so a workspace that aliases
+    // live data shows.
+    if (workspace_bytes > 0) {
+      std::memset(workspace, kPoisonByte,
+                  workspace_bytes < (size_t{1} << 20) ? workspace_bytes : (size_t{1} << 20));
+    }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }

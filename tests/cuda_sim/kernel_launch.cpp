@@ -1,5 +1,5 @@
-// The grid runner: checks a launch's configuration as the CUDA runtime does, then runs its blocks
-// one after another (x fastest; descending with CUDA_SIM_SCHEDULE=reverse), each through the
+// The grid runner: checks a launch's configuration as the CUDA runtime does (at the launch), then,
+// when the stream gets there (streams.h), runs its blocks one after another (x fastest; descending with CUDA_SIM_SCHEDULE=reverse), each through the
 // block scheduler, with freshly poisoned dynamic shared memory.
 #include <cstdio>
 #include <cstdlib>
@@ -81,14 +81,14 @@ void check_kernel_pointer(const char* kernel_name, size_t argument, const void* 
                            " is a pointer to neither device nor pinned host memory");
 }
 
-void run_kernel(const LaunchConfig& config, void (*thread_body)(void*), void* closure) {
+bool accept_launch(const LaunchConfig& config) {
   std::lock_guard lock(launch_mutex());
   const dim3 g = config.grid, b = config.block;
   const uint64_t threads = uint64_t{b.x} * b.y * b.z;
   if (threads == 0 || threads > 1024 || b.z > 64 || g.x == 0 || g.y == 0 || g.z == 0 ||
       g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
     reject(config, cudaErrorInvalidConfiguration, "grid " + dims(g) + ", block " + dims(b));
-    return;
+    return false;
   }
   int shared_limit = kDefaultDynamicShared;
   if (const auto it = dynamic_shared_limits().find(config.kernel);
@@ -100,12 +100,18 @@ void run_kernel(const LaunchConfig& config, void (*thread_body)(void*), void* cl
            std::to_string(config.dynamic_shared_bytes) + " bytes of dynamic shared memory, " +
                std::to_string(shared_limit) +
                " allowed (cudaFuncAttributeMaxDynamicSharedMemorySize)");
-    return;
+    return false;
   }
   if (!is_known_stream(config.stream)) {
     reject(config, cudaErrorInvalidResourceHandle, "unknown or destroyed stream");
-    return;
+    return false;
   }
+  return true;
+}
+
+void run_grid(const LaunchConfig& config, void (*thread_body)(void*), void* closure) {
+  std::lock_guard lock(launch_mutex());
+  const dim3 g = config.grid, b = config.block;
   static BlockScheduler scheduler;
   g_scheduler = &scheduler;
   static unsigned char* shared = static_cast<unsigned char*>(

@@ -1,25 +1,27 @@
 // The CUDA runtime API functions the backend calls, for a simulated device 0 (H100-like numbers;
-// its name says it is the simulator). Every stream executes its work at enqueue, synchronously:
-// a legal order of any CUDA program that synchronises correctly, so the "async" calls, events
-// and stream waits need no queue. Copies are checked against the allocation registry.
+// its name says it is the simulator). Asynchronous calls are enqueued on their stream's queue
+// (streams.h) and run when the host forces them, in the order CUDA_SIM_STREAMS picks; blocking
+// calls force what they wait for. Copies are checked against the allocation registry when they
+// are enqueued, as CUDA checks its arguments at the call.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "device_memory.h"
 #include "runtime_state.h"
 
-// The runtime's opaque handle types, defined by the simulator.
-struct CUstream_st {
-  unsigned flags = 0;
-};
+// The runtime's event handle: the point of its latest record, and the time that record ran.
 struct CUevent_st {
   unsigned flags = 0;
   bool recorded = false;
-  std::chrono::steady_clock::time_point when;
+  cuda_sim::StreamPoint point;
+  std::shared_ptr<std::chrono::steady_clock::time_point> when =
+      std::make_shared<std::chrono::steady_clock::time_point>();
 };
 
 namespace cuda_sim {
@@ -68,14 +70,33 @@ bool copy_sides_valid(void* dst, const void* src, size_t bytes, cudaMemcpyKind k
   return true;
 }
 
-cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* call) {
+bool is_pinned(const void* pointer) {
+  const auto allocation = find_allocation(pointer);
+  return allocation && allocation->kind == MemoryKind::kPinnedHost;
+}
+
+// One copy on `stream`, as CUDA orders it: pageable host sources are read at the call (CUDA
+// stages them before returning); copies into pageable host memory return once done (the host
+// blocks on the stream); everything else runs when the stream gets there.
+cudaError_t copy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                       cudaStream_t stream, const char* call) {
   if (!copy_sides_valid(dst, src, bytes, kind)) {
     std::fprintf(stderr,
                  "cuda_sim: %s of %zu bytes (kind %d) reaches outside a device allocation\n",
                  call, bytes, static_cast<int>(kind));
     return fail(cudaErrorInvalidValue);
   }
-  if (bytes != 0) std::memmove(dst, src, bytes);
+  if (bytes == 0) return cudaSuccess;
+  const bool host_source = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost;
+  const bool host_destination = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost;
+  if (host_source && !is_pinned(src)) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+    enqueue(stream, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+  } else {
+    enqueue(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  }
+  if (host_destination && !is_pinned(dst)) run_until(end_of(stream));
   return cudaSuccess;
 }
 
@@ -150,7 +171,10 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
   *version = CUDART_VERSION;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  run_all();
+  return cudaSuccess;
+}
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice);
@@ -202,6 +226,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   return *pointer != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 cudaError_t cudaFree(void* pointer) {
+  run_all();  // cudaFree synchronises the device: no queued work still uses the memory
   if (pointer == nullptr || release(pointer, MemoryKind::kDevice)) return cudaSuccess;
   std::fprintf(stderr, "cuda_sim: cudaFree of %p, which cudaMalloc did not return\n", pointer);
   return fail(cudaErrorInvalidDevicePointer);
@@ -214,19 +239,24 @@ cudaError_t cudaMallocHost(void** pointer, size_t bytes) {
   return cudaHostAlloc(pointer, bytes, cudaHostAllocDefault);
 }
 cudaError_t cudaFreeHost(void* pointer) {
+  run_all();
   if (pointer == nullptr || release(pointer, MemoryKind::kPinnedHost)) return cudaSuccess;
   std::fprintf(stderr, "cuda_sim: cudaFreeHost of %p, which cudaHostAlloc did not return\n",
                pointer);
   return fail(cudaErrorInvalidValue);
 }
 
+// On the legacy stream, and the host waits for it (the legacy stream does not wait for the
+// backend's non-blocking streams: the caller orders those itself).
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  return copy(dst, src, bytes, kind, "cudaMemcpy");
+  const cudaError_t status = copy_async(dst, src, bytes, kind, nullptr, "cudaMemcpy");
+  if (status == cudaSuccess) run_until(end_of(nullptr));
+  return status;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   if (!is_known_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  return copy(dst, src, bytes, kind, "cudaMemcpyAsync");
+  return copy_async(dst, src, bytes, kind, stream, "cudaMemcpyAsync");
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                               size_t width, size_t height, cudaMemcpyKind kind,
@@ -235,22 +265,27 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size
   if (width > dst_pitch || width > src_pitch) return fail(cudaErrorInvalidPitchValue);
   for (size_t row = 0; row < height; ++row) {
     const cudaError_t status =
-        copy(static_cast<char*>(dst) + row * dst_pitch,
-             static_cast<const char*>(src) + row * src_pitch, width, kind, "cudaMemcpy2DAsync");
+        copy_async(static_cast<char*>(dst) + row * dst_pitch,
+                   static_cast<const char*>(src) + row * src_pitch, width, kind, stream,
+                   "cudaMemcpy2DAsync");
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                          size_t width, size_t height, cudaMemcpyKind kind) {
-  return cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, kind, nullptr);
+  const cudaError_t status =
+      cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, kind, nullptr);
+  if (status == cudaSuccess) run_until(end_of(nullptr));
+  return status;
 }
 cudaError_t cudaMemset2DAsync(void* pointer, size_t pitch, int value, size_t width, size_t height,
                               cudaStream_t stream) {
   if (!is_known_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (width > pitch) return fail(cudaErrorInvalidPitchValue);
   for (size_t row = 0; row < height; ++row) {
-    const cudaError_t status = cudaMemset(static_cast<char*>(pointer) + row * pitch, value, width);
+    const cudaError_t status =
+        cudaMemsetAsync(static_cast<char*>(pointer) + row * pitch, value, width, stream);
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;
@@ -258,23 +293,24 @@ cudaError_t cudaMemset2DAsync(void* pointer, size_t pitch, int value, size_t wid
 cudaError_t cudaMemset2D(void* pointer, size_t pitch, int value, size_t width, size_t height) {
   return cudaMemset2DAsync(pointer, pitch, value, width, height, nullptr);
 }
+// On the legacy stream; like CUDA's, it may return before the memory is set.
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
+  return cudaMemsetAsync(pointer, value, bytes, nullptr);
+}
+cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
+  if (!is_known_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (bytes != 0 && !inside_allocation(pointer, bytes)) {
     std::fprintf(stderr, "cuda_sim: cudaMemset of %zu bytes reaches outside an allocation\n",
                  bytes);
     return fail(cudaErrorInvalidValue);
   }
-  if (bytes != 0) std::memset(pointer, value, bytes);
+  if (bytes != 0) enqueue(stream, [pointer, value, bytes] { std::memset(pointer, value, bytes); });
   return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
-  if (!is_known_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  return cudaMemset(pointer, value, bytes);
 }
 
 // Streams and events ----------------------------------------------------------------------------
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
-  *stream = new CUstream_st{flags};
+  *stream = new CUstream_st{flags, new_stream_queue((flags & cudaStreamNonBlocking) == 0)};
   std::lock_guard lock(handles_mutex());
   live_streams().insert(*stream);
   return cudaSuccess;
@@ -282,7 +318,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
   return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
 }
+// CUDA lets the stream's pending work finish after this returns; here it runs now.
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!is_known_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  run_until(end_of(stream));
   {
     std::lock_guard lock(handles_mutex());
     if (live_streams().erase(stream) == 0) return fail(cudaErrorInvalidResourceHandle);
@@ -291,17 +330,22 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return is_known_stream(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  if (!is_known_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  run_until(end_of(stream));
+  return cudaSuccess;
 }
+// Waits for the event's latest record at the time of this call (a never recorded event: none).
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
   if (!is_known_stream(stream) || !is_live_event(event)) {
     return fail(cudaErrorInvalidResourceHandle);
   }
-  return cudaSuccess;  // the event's work has already run
+  if (event->recorded) enqueue_wait(stream, event->point);
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
-  *event = new CUevent_st{flags, false, {}};
+  *event = new CUevent_st;
+  (*event)->flags = flags;
   std::lock_guard lock(handles_mutex());
   live_events().insert(*event);
   return cudaSuccess;
@@ -321,15 +365,26 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!is_live_event(event) || !is_known_stream(stream)) {
     return fail(cudaErrorInvalidResourceHandle);
   }
+  // A record is an operation of its own, so the time is taken when the stream reaches it; the
+  // clock is shared with the operation, which may run after the event was destroyed.
+  event->when = std::make_shared<std::chrono::steady_clock::time_point>();
+  enqueue(stream, [when = event->when] { *when = std::chrono::steady_clock::now(); });
+  event->point = end_of(stream);
   event->recorded = true;
-  event->when = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
+// cudaErrorNotReady (not an error: the last error is left alone) while the work before the
+// record is pending; each such query lets the device make progress, so a polling loop ends.
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return is_live_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  if (!is_live_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (!event->recorded || reached(event->point)) return cudaSuccess;
+  run_one(event->point);
+  return cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return is_live_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  if (!is_live_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (event->recorded) run_until(event->point);
+  return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!is_live_event(start) || !is_live_event(end)) return fail(cudaErrorInvalidResourceHandle);
@@ -337,6 +392,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
     return fail(cudaErrorInvalidResourceHandle);
   }
   if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
-  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  if (!reached(start->point) || !reached(end->point)) return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(*end->when - *start->when).count();
   return cudaSuccess;
 }

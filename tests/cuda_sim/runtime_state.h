@@ -2,6 +2,16 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <memory>
+
+#include "cuda_sim/streams.h"
+
+// The runtime's stream handle: its flags and its queue (streams.h).
+struct CUstream_st {
+  unsigned flags = 0;
+  std::shared_ptr<cuda_sim::StreamQueue> queue;
+};
+
 namespace cuda_sim {
 
 // The error cudaGetLastError returns (and clears) next; a launch failure sets it.

@@ -118,9 +118,11 @@ TEST(CudaSim, BarriersAndShufflesReduceAsTheHardwareDoes) {
 TEST(CudaSim, ABarrierThatCanNeverCompleteIsADeadlockError) {
   float* out = device_alloc<float>(32);
   try {
+    // The fault surfaces when the grid runs: at the launch (eager streams) or at the sync.
     ::cuda_sim::launch_kernel("split_warp_kernel", dim3(1), dim3(32), 0, nullptr, nullptr,
                               [](auto&... a) { split_warp_kernel(a...); }, out);
-    FAIL() << "the launch returned";
+    cudaDeviceSynchronize();
+    FAIL() << "the grid ran to its end";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("deadlock in kernel split_warp_kernel"), std::string::npos)
         << e.what();
@@ -131,9 +133,13 @@ TEST(CudaSim, ABarrierThatCanNeverCompleteIsADeadlockError) {
 
 TEST(CudaSim, AShuffleNamingAnExitedLaneFaults) {
   float* out = device_alloc<float>(32);
-  EXPECT_THROW(::cuda_sim::launch_kernel("early_exit_kernel", dim3(1), dim3(32), 0, nullptr,
-                                         nullptr, [](auto&... a) { early_exit_kernel(a...); }, out),
-               std::runtime_error);
+  EXPECT_THROW(
+      {
+        ::cuda_sim::launch_kernel("early_exit_kernel", dim3(1), dim3(32), 0, nullptr, nullptr,
+                                  [](auto&... a) { early_exit_kernel(a...); }, out);
+        cudaDeviceSynchronize();
+      },
+      std::runtime_error);
   cudaFree(out);
 }
 

@@ -31,16 +31,19 @@ struct Variant {
   int stage;
   bool bf16;
   bool checkpointing;
+  bool cpu_checkpointing = false;  // checkpointed inputs kept in pinned host memory
 };
 
 void PrintTo(const Variant& v, std::ostream* os) {
   *os << v.family << " stage " << v.stage << (v.bf16 ? " bf16" : "")
-      << (v.checkpointing ? " checkpointing" : "");
+      << (v.checkpointing ? " checkpointing" : "")
+      << (v.cpu_checkpointing ? " on the host" : "");
 }
 
 EngineSettings settings_for(const Variant& v) {
   EngineSettings s = zero_settings(v.stage, kMicro, 2, 1);
   s.bf16.enabled = v.bf16;
+  s.activation_checkpointing.cpu_checkpointing = v.cpu_checkpointing;
   return s;
 }
 
@@ -76,25 +79,26 @@ class CudaTraining : public ::testing::TestWithParam<Variant> {
   }
 };
 
-TEST_P(CudaTraining, TracksTheCpuBackend) {
+// Three steps of `v` on the GPU and on the CPU oracle: losses and parameters within tolerance.
+void expect_gpu_tracks_cpu(const Variant& v) {
   backend::CpuBackend cpu;
-  const TrainingRun reference = train(cpu, GetParam(), 3);
+  const TrainingRun reference = train(cpu, v, 3);
   TrainingRun gpu_run;
   {
     backend::CudaBackend gpu(0);
-    gpu_run = train(gpu, GetParam(), 3);
+    gpu_run = train(gpu, v, 3);
   }
   // f32: every op agrees to f32 rounding (different summation orders), amplified a little by
   // 3 Adam steps: 1e-4 relative on the loss. bf16: one bf16 rounding unit (2^-8) per stored
   // activation, compounded through the layers: 2e-2 relative.
-  const double rtol = GetParam().bf16 ? 2e-2 : 1e-4;
+  const double rtol = v.bf16 ? 2e-2 : 1e-4;
   ASSERT_EQ(reference.losses.size(), gpu_run.losses.size());
   for (size_t i = 0; i < reference.losses.size(); ++i) {
     EXPECT_NEAR(gpu_run.losses[i], reference.losses[i], rtol * std::fabs(reference.losses[i]))
         << "step " << i;
   }
   ASSERT_EQ(reference.params.size(), gpu_run.params.size());
-  const double ptol = GetParam().bf16 ? 2e-2 : 1e-4;
+  const double ptol = v.bf16 ? 2e-2 : 1e-4;
   int reported = 0;
   for (size_t i = 0; i < reference.params.size(); ++i) {
     if (std::fabs(gpu_run.params[i] - reference.params[i]) >
@@ -104,6 +108,17 @@ TEST_P(CudaTraining, TracksTheCpuBackend) {
                     << gpu_run.params[i];
     }
   }
+}
+
+TEST_P(CudaTraining, TracksTheCpuBackend) { expect_gpu_tracks_cpu(GetParam()); }
+
+// Checkpointed block inputs downloaded to pinned host memory on the transfer stream and uploaded
+// (prefetched) before their recompute, overlapping compute: the streams' events, and the
+// allocator's per-stream blocks, must keep every upload and download ordered.
+TEST(CudaTrainingCpuCheckpoints, TrackTheCpuBackend) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  expect_gpu_tracks_cpu(Variant{"llama", 0, false, true, true});
+  expect_gpu_tracks_cpu(Variant{"gpt2", 2, true, true, true});
 }
 
 TEST_P(CudaTraining, OneDeviceReadPerStepAndNoNewDeviceMemory) {

@@ -96,6 +96,47 @@ uint64_t cuda_device_uuid_hash(int index) {
 
 // ---- lifetime, memory, streams, events -------------------------------------------------------
 
+namespace {
+
+// The caching allocator's view of the backend's streams (CachingAllocator::Streams): the current
+// StreamKind, and cudaEvent_t markers for blocks freed by a stream other than their home.
+class CudaAllocatorStreams final : public CachingAllocator::Streams {
+ public:
+  explicit CudaAllocatorStreams(const CudaBackend& backend) : backend_(backend) {}
+
+  int current_stream() const override { return static_cast<int>(backend_.current_stream()); }
+
+  // Runs inside Tensor destructors: never throws. Without an event the host waits for the
+  // freeing stream instead, which orders the block's next user just as well.
+  std::shared_ptr<void> mark(int stream) override {
+    const cudaStream_t s = backend_.stream(static_cast<StreamKind>(stream));
+    cudaEvent_t event = nullptr;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) == cudaSuccess) {
+      if (cudaEventRecord(event, s) == cudaSuccess) {
+        return std::shared_ptr<void>(event, [](void* e) {
+          cudaEventDestroy(static_cast<cudaEvent_t>(e));
+        });
+      }
+      cudaEventDestroy(event);
+    }
+    cudaGetLastError();
+    cudaStreamSynchronize(s);
+    cudaGetLastError();  // a failure here resurfaces at the next checked call
+    return nullptr;
+  }
+
+  void wait(int stream, const std::shared_ptr<void>& marker) override {
+    if (marker == nullptr) return;
+    ZERO_CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(static_cast<StreamKind>(stream)),
+                                        static_cast<cudaEvent_t>(marker.get()), 0));
+  }
+
+ private:
+  const CudaBackend& backend_;
+};
+
+}  // namespace
+
 CudaBackend::CudaBackend(int device_index) : index_(device_index), memory_(device_index) {
   const int count = cuda_device_count();
   if (device_index < 0 || device_index >= count) {
@@ -115,7 +156,9 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index), memory_(devic
       cudaMalloc(reinterpret_cast<void**>(&error_device_), sizeof(cuda::KernelErrorSlot)));
   ZERO_CUDA_CHECK(cudaMemset(error_device_, 0, sizeof(cuda::KernelErrorSlot)));
   ZERO_CUDA_CHECK(cudaDeviceSynchronize());  // the memset ran on the legacy stream
+  allocator_streams_ = std::make_unique<CudaAllocatorStreams>(*this);
   allocator_ = std::make_unique<CachingAllocator>(memory_);
+  allocator_->set_streams(allocator_streams_.get());
   matmul_ = std::make_unique<cuda::CublasLtMatmul>();
 }
 
@@ -126,6 +169,7 @@ CudaBackend::~CudaBackend() {
   matmul_workspace_ = Tensor();
   matmul_.reset();
   allocator_.reset();
+  allocator_streams_.reset();
   if (error_host_ != nullptr) cudaFreeHost(error_host_);
   if (error_device_ != nullptr) cudaFree(error_device_);
   for (cudaStream_t s : streams_) {
@@ -203,29 +247,6 @@ void CudaBackend::raise_kernel_errors() {
   throw Error("token id " + std::to_string(value) + " at position " + std::to_string(position) +
               " is outside the vocabulary [0, " + std::to_string(bound) +
               "); check the tokenizer and the model's vocab_size");
-}
-
-void CudaBackend::on_stream_change(StreamKind stream) {
-  if (stream == active_) return;
-  // The stream switched to waits for everything enqueued on the previous one (see the header:
-  // blocks freed there may be handed out to work enqueued here).
-  cudaEvent_t event = nullptr;
-  cudaError_t status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-  if (status == cudaSuccess) {
-    status = cudaEventRecord(event, this->stream(active_));
-    if (status == cudaSuccess) status = cudaStreamWaitEvent(this->stream(stream), event, 0);
-    cudaEventDestroy(event);  // released once the wait is satisfied
-  }
-  // A StreamGuard restores the stream from its destructor, also while an exception (often the
-  // first report of a device fault) unwinds: throwing then would end the process with
-  // std::terminate and hide the original message, so the failure is left to the next call.
-  if (status != cudaSuccess && std::uncaught_exceptions() > 0) {
-    cudaGetLastError();
-    active_ = stream;
-    return;
-  }
-  ZERO_CUDA_CHECK(status);
-  active_ = stream;
 }
 
 Event CudaBackend::record_event(StreamKind stream) {
@@ -306,6 +327,15 @@ void CudaBackend::do_copy_to_host(void* dst, const Tensor& src) {
   fetch_kernel_errors(current());  // rides along with the read: no extra wait
   ZERO_CUDA_CHECK(cudaStreamSynchronize(current()));
   raise_kernel_errors();
+}
+
+void CudaBackend::do_copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) {
+  Checks(device(), "copy_to_pinned_async").contiguous(src, "src");
+  if (src.nbytes() == 0) return;
+  // Page-locked destination: a DMA the host does not wait for (backend.h's rules say when
+  // the host may read it and when src may be freed).
+  ZERO_CUDA_CHECK(cudaMemcpyAsync(pinned_dst.raw_data(), src.raw_data(), src.nbytes(),
+                                  cudaMemcpyDeviceToHost, current()));
 }
 
 // ---- data movement ---------------------------------------------------------------------------

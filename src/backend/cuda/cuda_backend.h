@@ -11,10 +11,11 @@
 //
 // Ordering: every op is enqueued on the current stream and returns without waiting.
 // copy_to_host waits for the current stream; copy_from_host returns once the host buffer has been
-// read (it waits for its copy). Streams are serialised at every switch of the current stream
-// (the stream switched to waits for the work enqueued on the one before): the caching allocator
-// hands a freed block to the next request whatever stream used it, and this ordering makes that
-// safe. Overlap across streams needs a stream-aware allocator first (the GPU-speed issue).
+// read (it waits for its copy). Streams run concurrently, ordered only by events: switching the
+// current stream adds no wait. Device memory is kept per stream (CachingAllocator's set_streams):
+// a block is reused by the stream it was allocated on, after an event of the stream that freed
+// it when that was another one; so a tensor used on several streams must have its uses ordered
+// before its free by events, which every cross-stream read needs anyway (backend.h).
 //
 // Bad token ids and targets are found on the device: the kernel skips them and records the
 // first; the next copy_to_host (read_scalar: once per training step) or synchronize throws
@@ -132,8 +133,8 @@ class CudaBackend final : public Backend {
  protected:
   void do_copy_from_host(Tensor& dst, const void* src) override;
   void do_copy_to_host(void* dst, const Tensor& src) override;
+  void do_copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) override;
   void do_synchronize() override;
-  void on_stream_change(StreamKind stream) override;
 
  private:
   cudaStream_t current() const { return stream(current_stream()); }
@@ -168,11 +169,11 @@ class CudaBackend final : public Backend {
 
   int index_;
   std::array<cudaStream_t, kNumStreamKinds> streams_{};
-  StreamKind active_ = StreamKind::kCompute;  // the stream the last op was enqueued on
   std::array<uint64_t, kNumStreamKinds> recorded_{};
   cuda::KernelErrorSlot* error_device_ = nullptr;  // cudaMalloc'ed, written by kernels
   cuda::KernelErrorSlot* error_host_ = nullptr;    // its page-locked host mirror
   cuda::CudaDeviceMemory memory_;
+  std::unique_ptr<CachingAllocator::Streams> allocator_streams_;  // outlives allocator_
   std::unique_ptr<CachingAllocator> allocator_;
   cuda::CudaPinnedAllocator pinned_;
   std::unique_ptr<cuda::CublasLtMatmul> matmul_;

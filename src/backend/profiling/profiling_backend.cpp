@@ -345,4 +345,9 @@ void ProfilingBackend::do_copy_to_host(void* dst, const Tensor& src) {
         [&] { inner_->copy_to_host(dst, src); });
 }
 
+void ProfilingBackend::do_copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) {
+  timed("copy_to_pinned_async", [&] { return elementwise(shapes({{"src", &src}}), src); },
+        [&] { inner_->copy_to_pinned_async(pinned_dst, src); });
+}
+
 }  // namespace zero::backend

@@ -1,7 +1,8 @@
 // The launcher that the rewritten .cu files call in place of kernel<<<grid, block, smem,
 // stream>>>(args...): the arguments are copied once (as the CUDA runtime copies them), pointer
-// arguments are checked to be device-accessible, and every thread of every block calls the
-// kernel with its own copy of the parameters.
+// arguments are checked to be device-accessible, the configuration is checked, and the grid is
+// enqueued on the stream; when it runs, every thread of every block calls the kernel with its own
+// copy of the parameters.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cuda_sim/streams.h"
 #include "cuda_sim/thread_state.h"
 
 namespace cuda_sim {
@@ -23,10 +25,11 @@ struct LaunchConfig {
   cudaStream_t stream = nullptr;
 };
 
-// Runs the launch to completion (streams execute at enqueue). A bad configuration sets the
-// runtime's last error and returns, as CUDA does; a fault inside the kernel throws
-// std::runtime_error.
-void run_kernel(const LaunchConfig& config, void (*thread_body)(void* closure), void* closure);
+// Checks the configuration as cudaLaunchKernel does: false after setting the runtime's last error
+// (and saying why on stderr) when CUDA would refuse the launch.
+bool accept_launch(const LaunchConfig& config);
+// Runs every block of an accepted launch; a fault inside the kernel throws std::runtime_error.
+void run_grid(const LaunchConfig& config, void (*thread_body)(void* closure), void* closure);
 
 // Throws std::runtime_error unless `pointer` is null or inside a live cudaMalloc/cudaHostAlloc
 // allocation (the memory a kernel can reach).
@@ -48,7 +51,8 @@ void launch_kernel(const char* kernel_name, dim3 grid, dim3 block, size_t dynami
       std::apply(closure->call, closure->arguments);
     }
   };
-  Closure closure{call, std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...)};
+  auto closure = std::make_shared<Closure>(
+      Closure{call, std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...)});
   size_t argument = 0;
   auto check = [&](const auto& value) {
     if constexpr (std::is_pointer_v<std::decay_t<decltype(value)>>) {
@@ -56,9 +60,11 @@ void launch_kernel(const char* kernel_name, dim3 grid, dim3 block, size_t dynami
     }
     ++argument;
   };
-  std::apply([&](const auto&... values) { (check(values), ...); }, closure.arguments);
-  run_kernel(LaunchConfig{kernel_name, kernel, grid, block, dynamic_shared_bytes, stream},
-             &Closure::run_thread, &closure);
+  std::apply([&](const auto&... values) { (check(values), ...); }, closure->arguments);
+  const LaunchConfig config{kernel_name, kernel, grid, block, dynamic_shared_bytes, stream};
+  if (!accept_launch(config)) return;
+  // The stream runs it later (streams.h): the closure owns the copied arguments until then.
+  enqueue(stream, [config, closure] { run_grid(config, &Closure::run_thread, closure.get()); });
 }
 
 // `extern __shared__ T name[];` becomes `T* const name = dynamic_shared<T>();`.
