@@ -76,5 +76,35 @@ TEST_F(CudaBackendOverlap, ABlockStaysWithTheStreamItWasAllocatedOn) {
   }
 }
 
+TEST_F(CudaBackendOverlap, PinnedBuffersAreCachedNotReallocatedEveryStep) {
+  for (int step = 0; step < 5; ++step) {
+    Tensor staging = Tensor::empty(gpu().pinned_host_allocator(), {10000}, DType::kF32,
+                                   MemoryCategory::kComm);
+    staging.data<float>()[0] = static_cast<float>(step);
+  }
+  const cuda::PinnedCacheStats stats = gpu().pinned_cache().cache_stats();
+  EXPECT_EQ(stats.raw_allocations, 1);
+  EXPECT_EQ(stats.cache_hits, 4);
+}
+
+TEST_F(CudaBackendOverlap, APinnedBufferIsNotHandedOutWhileACopyMayStillWriteIt) {
+  Tensor x = gpu().empty({256}, DType::kF32, MemoryCategory::kOther);
+  gpu().fill(x, 7.0);
+  Tensor host = Tensor::empty(gpu().pinned_host_allocator(), {256}, DType::kF32,
+                              MemoryCategory::kOther);
+  for (int64_t i = 0; i < 256; ++i) host.data<float>()[i] = -1.0f;
+  gpu().copy_to_pinned_async(host, x);  // pending (lazy streams)
+  EXPECT_EQ(host.data<float>()[0], -1.0f);
+  host = Tensor();  // freed with the download still queued
+  Tensor next = Tensor::empty(gpu().pinned_host_allocator(), {256}, DType::kF32,
+                              MemoryCategory::kOther);
+  // The same block, handed out only once the download into it was done: the new user's writes
+  // cannot be overwritten by it later.
+  EXPECT_EQ(gpu().pinned_cache().cache_stats().cache_hits, 1);
+  EXPECT_EQ(gpu().pinned_cache().cache_stats().host_waits, 1);
+  EXPECT_EQ(next.data<float>()[0], 7.0f);
+  EXPECT_EQ(next.data<float>()[255], 7.0f);
+}
+
 }  // namespace
 }  // namespace zero::backend

@@ -159,6 +159,8 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index), memory_(devic
   allocator_streams_ = std::make_unique<CudaAllocatorStreams>(*this);
   allocator_ = std::make_unique<CachingAllocator>(memory_);
   allocator_->set_streams(allocator_streams_.get());
+  pinned_ = std::make_unique<cuda::CudaPinnedCache>(
+      std::vector<cudaStream_t>(streams_.begin(), streams_.end()));
   matmul_ = std::make_unique<cuda::CublasLtMatmul>();
 }
 
@@ -170,6 +172,7 @@ CudaBackend::~CudaBackend() {
   matmul_.reset();
   allocator_.reset();
   allocator_streams_.reset();
+  pinned_.reset();  // its events were recorded on the streams destroyed below
   if (error_host_ != nullptr) cudaFreeHost(error_host_);
   if (error_device_ != nullptr) cudaFree(error_device_);
   for (cudaStream_t s : streams_) {

@@ -1,6 +1,6 @@
 // CudaBackend: the Backend interface on one NVIDIA GPU. Device memory comes from a
 // CachingAllocator over cudaMalloc (no cudaMalloc once a training step repeats), page-locked
-// host memory from cudaHostAlloc; work runs on three CUDA streams (compute, comm, transfer) with
+// host memory from a cache over cudaHostAlloc; work runs on three CUDA streams (compute, comm, transfer) with
 // cudaEvent_t events; matrix products go through cuBLASLt and every other op through the
 // kernels of this folder (one op family per .cu file; cuda_kernels.h).
 //
@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_matmul.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/cuda_pinned_cache.h"
 #include "core/caching_allocator.h"
 
 namespace zero::backend {
@@ -53,7 +54,9 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda(index_); }
   Allocator& allocator() override { return *allocator_; }
   CachingAllocator& caching_allocator() { return *allocator_; }
-  Allocator& pinned_host_allocator() override { return pinned_; }
+  // Page-locked host memory, cached (cuda_pinned_cache.h).
+  Allocator& pinned_host_allocator() override { return *pinned_; }
+  cuda::CudaPinnedCache& pinned_cache() { return *pinned_; }
   // cudaMemGetInfo's total for this device.
   std::optional<int64_t> device_memory_capacity_bytes() const override;
   // `columns` rounded up to a multiple of 16 bytes of `dtype` (bf16: 50257 -> 50264 elements),
@@ -175,7 +178,7 @@ class CudaBackend final : public Backend {
   cuda::CudaDeviceMemory memory_;
   std::unique_ptr<CachingAllocator::Streams> allocator_streams_;  // outlives allocator_
   std::unique_ptr<CachingAllocator> allocator_;
-  cuda::CudaPinnedAllocator pinned_;
+  std::unique_ptr<cuda::CudaPinnedCache> pinned_;
   std::unique_ptr<cuda::CublasLtMatmul> matmul_;
   Tensor matmul_workspace_;
 };

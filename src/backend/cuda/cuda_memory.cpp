@@ -23,19 +23,4 @@ void CudaDeviceMemory::free(void* ptr, size_t /*bytes*/) {
   if (ptr != nullptr && cudaFree(ptr) != cudaSuccess) cudaGetLastError();
 }
 
-void* CudaPinnedAllocator::raw_allocate(size_t bytes) {
-  void* ptr = nullptr;
-  const cudaError_t status = cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault);  // page aligned
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  ZERO_CUDA_CHECK(status);
-  return ptr;
-}
-
-void CudaPinnedAllocator::raw_deallocate(void* ptr, size_t /*bytes*/) {
-  if (ptr != nullptr && cudaFreeHost(ptr) != cudaSuccess) cudaGetLastError();
-}
-
 }  // namespace zero::backend::cuda

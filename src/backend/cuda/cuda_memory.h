@@ -1,14 +1,11 @@
-// Memory of the CUDA backend. CudaDeviceMemory is the RawMemory under the backend's
+// Device memory of the CUDA backend. CudaDeviceMemory is the RawMemory under the backend's
 // CachingAllocator: cudaMalloc/cudaFree on one device (cudaMalloc synchronises the device and
-// costs far more than a kernel, which is why the cache sits in front of it). CudaPinnedAllocator
-// is page-locked host memory (cudaHostAlloc) for staging buffers that copies read or write at
-// full bus speed; its tensors are CPU tensors.
-// Thread safety: calls are serialised by the allocators that own them (RawMemory's rule); the
-// pinned allocator may be called from any thread.
+// costs far more than a kernel, which is why the cache sits in front of it). Page-locked host
+// memory is cuda_pinned_cache.h's.
+// Thread safety: calls are serialised by the allocator that owns them (RawMemory's rule).
 #pragma once
 #include <cstddef>
 
-#include "core/allocator.h"
 #include "core/raw_memory.h"
 
 namespace zero::backend::cuda {
@@ -24,15 +21,6 @@ class CudaDeviceMemory final : public RawMemory {
 
  private:
   int index_;
-};
-
-class CudaPinnedAllocator final : public Allocator {
- public:
-  Device device() const override { return Device::cpu(); }
-
- protected:
-  void* raw_allocate(size_t bytes) override;
-  void raw_deallocate(void* ptr, size_t bytes) override;
 };
 
 }  // namespace zero::backend::cuda
