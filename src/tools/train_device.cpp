@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/backend_factory.h"
+#include "comm/gpu_assignment.h"
 #if ZERO_HAVE_NCCL
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/nccl_comm.h"
@@ -28,17 +29,6 @@ std::vector<uint64_t> gather_u64(comm::Comm& world, uint64_t value) {
   return out;
 }
 
-// Whether every value is non-zero and no two are equal.
-bool all_distinct_and_known(const std::vector<uint64_t>& values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (values[i] == 0) return false;
-    for (size_t j = 0; j < i; ++j) {
-      if (values[i] == values[j]) return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 #endif
 
@@ -60,11 +50,10 @@ TrainDevice open_train_device(const std::string& device_name, comm::Comm& world,
     // different physical GPU per rank, so the GPUs' UUIDs decide, not device counts; every rank
     // sees the same list, so all agree, and one rank without a GPU of its own sends everybody to
     // host staging.
-    const int local_rank = comm::local_rank_from_environment();
-    const int count = backend::cuda_device_count();
-    const int candidate = count == 1 ? 0 : local_rank;
-    const uint64_t gpu = candidate < count ? backend::cuda_device_uuid_hash(candidate) : 0;
-    use_nccl = all_distinct_and_known(gather_u64(world, gpu));
+    const int candidate =
+        comm::candidate_gpu(comm::local_rank_from_environment(), backend::cuda_device_count());
+    const uint64_t gpu = candidate >= 0 ? backend::cuda_device_uuid_hash(candidate) : 0;
+    use_nccl = comm::every_rank_has_its_own_gpu(gather_u64(world, gpu));
     if (use_nccl) name = "cuda:" + std::to_string(candidate);
   }
 #endif
