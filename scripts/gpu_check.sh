@@ -10,7 +10,8 @@
 #       (git-ignored, about 20 MB; name build/gpu-bundle in the device tool's `carry`). The CUDA
 #       libraries (cudart, cuBLASLt) are not packed: the GPU machine's CUDA 13 provides them.
 #   scripts/gpu_check.sh run [BUNDLE]       on the GPU machine: prints the device, runs the `cuda`
-#       tests (3 minutes at most each), `zero train --device cuda`
+#       tests (3 minutes at most each), the multi-rank ones under the bundle's own OpenMPI
+#       (`mpirun -np 2`, two processes sharing the GPU), `zero train --device cuda`
 #       on the tiny GPT-2 and Llama models (f32 and bf16), TensorBoard loading zero's event files
 #       (scripts/tensorboard_check.py), and a summary table last.
 #   scripts/gpu_check.sh sanitize [BUNDLE]  on the GPU machine: compute-sanitizer memcheck and
@@ -32,6 +33,8 @@ cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vo
             backend_test_cuda_strided_logits backend_test_cuda_cross_entropy_paths
             backend_test_cuda_mixed_gradients engine_test_cuda_training backend_test_cuda_nccl
             model_test_cuda_hf_reference tools_test_cuda_train_cli)
+# Multi-rank GPU tests, run as `mpirun -np 2` (ranks sharing the one GPU through HostStagedComm).
+mpi_cuda_tests=(engine_mpi_test_cuda_host_staged)
 
 pack() {
   local build=${1:-$root/build/gpu}
@@ -40,11 +43,11 @@ pack() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZERO_CUDA=ON -DZERO_MPI=ON \
     -DZERO_BUILD_BENCH=OFF -DZERO_NATIVE=OFF \
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target zero_cli "${cuda_tests[@]}"
+  cmake --build "$build" -j"$(nproc)" --target zero_cli "${cuda_tests[@]}" "${mpi_cuda_tests[@]}"
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   local bins=("$build/src/zero") t
-  for t in "${cuda_tests[@]}"; do bins+=("$build/tests/$t"); done
+  for t in "${cuda_tests[@]}" "${mpi_cuda_tests[@]}"; do bins+=("$build/tests/$t"); done
   for b in "${bins[@]}"; do
     cp "$b" "$bundle/bin/"
     strip --strip-debug "$bundle/bin/$(basename "$b")" || true
@@ -60,12 +63,13 @@ pack() {
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done
+  pack_mpi_runtime "$bundle"
   # OpenBLAS alone is 36 MB: compressed, the bundle fits the device tool's 64 MiB carry.
   rm -rf "$root/build/gpu-bundle"
   mkdir -p "$root/build/gpu-bundle"
   # The commit the binaries were built from (the GPU machine's copy may have no .git).
   git -C "$root" describe --always --dirty >"$bundle/COMMIT" 2>/dev/null || echo unknown >"$bundle/COMMIT"
-  tar -czf "$root/build/gpu-bundle/bundle.tar.gz" -C "$bundle" bin lib COMMIT
+  tar -czf "$root/build/gpu-bundle/bundle.tar.gz" -C "$bundle" bin lib ompi pmix2 COMMIT
   rm -rf "$bundle"
   echo "bundle: build/gpu-bundle/bundle.tar.gz ($(du -sh "$root/build/gpu-bundle/bundle.tar.gz" | cut -f1))"
   # The device tool carries at most 64 MiB: say so here rather than at the device.
@@ -76,6 +80,39 @@ pack() {
     tar -tzvf "$root/build/gpu-bundle/bundle.tar.gz" | sort -k3 -n | tail -3 >&2
     return 1
   fi
+}
+
+# Debian's OpenMPI runtime (mpirun, orted, the MCA components, help texts) and its PMIx, laid
+# out under the bundle so that OPAL_PREFIX and PMIX_PREFIX relocate them (use_bundle): the GPU
+# machine has no MPI. Components for fabrics a single machine never uses (InfiniBand verbs, UCX,
+# libfabric, PSM) stay behind with their libraries. Their shared libraries join the bundle's.
+pack_mpi_runtime() {
+  local bundle=$1 arch=x86_64-linux-gnu
+  local components=/usr/lib/$arch/openmpi/lib/openmpi3
+  mkdir -p "$bundle/ompi/bin" "$bundle/ompi/share" "$bundle/ompi/lib/$arch/openmpi/lib/openmpi3" \
+    "$bundle/pmix2/lib"
+  cp -L /usr/bin/orterun "$bundle/ompi/bin/mpirun"
+  cp -L /usr/bin/orted "$bundle/ompi/bin/orted"
+  local c
+  for c in "$components"/*.so; do
+    case "$(basename "$c")" in
+      *ucx*|*ofi*|*openib*|*psm*|*verbs*|*usnic*|*portals*|*java*) ;;
+      *) cp -L "$c" "$bundle/ompi/lib/$arch/openmpi/lib/openmpi3/" ;;
+    esac
+  done
+  cp -rL /usr/share/openmpi "$bundle/ompi/share/"
+  cp -rL "/usr/lib/$arch/pmix2/lib/pmix" "$bundle/pmix2/lib/"
+  cp -rL "/usr/lib/$arch/pmix2/share" "$bundle/pmix2/"
+  local f
+  for f in "$bundle/ompi/bin/"* "$bundle/ompi/lib/$arch/openmpi/lib/openmpi3/"*.so \
+           "$bundle/pmix2/lib/pmix/"*.so; do
+    ldd "$f" | awk '/=> \// {print $3}'
+  done | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libudev*) ;;
+      *) cp -L "$lib" "$bundle/lib/" ;;
+    esac
+  done
 }
 
 build_in_place() {
@@ -121,6 +158,12 @@ use_bundle() {
   # The binaries were built elsewhere: the Hugging Face fixtures are this tree's.
   export ZERO_TEST_FIXTURES="$root/tests/fixtures"
   export ZERO_CLI_PATH="$bundle/bin/zero"  # the tests that run `zero` as a user would
+  # The packed OpenMPI, relocated (pack_mpi_runtime); the device machine runs as root.
+  if [[ -x "$bundle/ompi/bin/mpirun" ]]; then
+    export PATH="$bundle/ompi/bin:$PATH" OPAL_PREFIX="$bundle/ompi" PMIX_PREFIX="$bundle/pmix2"
+    export PMIX_MCA_pcompress=^zlib OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_rmaps_base_oversubscribe=1
+  fi
   return 0
 }
 
@@ -140,6 +183,22 @@ run() {
     echo "== $t"
     # A hang must not eat the device call (10 minutes): each binary gets 3.
     timeout 180 "$bundle/bin/$t" --gtest_color=no 2>&1 | tee "$out/$t.log" | grep -E "^\[  (FAILED|SKIPPED|  OK|PASSED) |Failure|error|Expected|Which is|cpu |gpu |on the (CPU|GPU)" | head -120
+    case ${PIPESTATUS[0]} in
+      0) status[$t]=pass ;;
+      124) status[$t]="FAIL (timed out)" ;;
+      *) status[$t]=FAIL ;;
+    esac
+    grep -qE "SKIPPED \] [1-9]" "$out/$t.log" && status[$t]="${status[$t]} (skips)"
+  done
+
+  for t in "${mpi_cuda_tests[@]}"; do
+    echo "== mpirun -np 2 $t"
+    if ! command -v mpirun >/dev/null; then
+      status[$t]="FAIL (no mpirun: the bundle has no ompi/)"
+      continue
+    fi
+    OMP_NUM_THREADS=1 timeout 300 mpirun --oversubscribe -np 2 "$bundle/bin/$t" --gtest_color=no 2>&1 |
+      tee "$out/$t.log" | grep -E "^\[  (FAILED|SKIPPED|  OK|PASSED) |Failure|rank [0-9]|Expected|Which is" | head -60
     case ${PIPESTATUS[0]} in
       0) status[$t]=pass ;;
       124) status[$t]="FAIL (timed out)" ;;

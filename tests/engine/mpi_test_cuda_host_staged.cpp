@@ -7,15 +7,13 @@
 // compounded through the layers). Skipped without a GPU.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 #include <tuple>
-#include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "comm/host_staged_comm.h"
 #include "comm/world.h"
-#include "engine/zero_harness.h"
+#include "engine/run_comparison.h"
 
 namespace zero::engine {
 namespace {
@@ -24,24 +22,13 @@ using namespace zero_test;
 constexpr int kSteps = 3;
 constexpr int64_t kSeqLen = 8;
 
-struct Result {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
-
-Result train(backend::Backend& backend, comm::Comm& comm, const std::string& family, int stage) {
-  EngineSettings s = zero_settings(stage, 2, 1, comm.world_size());
-  s.zero.overlap_comm = stage >= 2;    // asynchronous reductions on the later stages
-  s.bf16.enabled = stage % 2 == 1;     // 16-bit weights and communication on half of the cases
-  Engine engine(small_model(family, backend), s, comm);
-  Result r;
-  for (int step = 0; step < kSteps; ++step) {
-    for (double loss : train_step(engine, step, comm.rank(), kSeqLen)) r.losses.push_back(loss);
-  }
-  Tensor full = engine.gather_parameters();
-  r.params.resize(static_cast<size_t>(full.numel()));
-  backend.copy_to_host(r.params.data(), full);
-  return r;
+// The settings of one case: asynchronous reductions on the later stages, 16-bit weights and
+// communication on half of them.
+EngineSettings settings_for(int stage, int world) {
+  EngineSettings s = zero_settings(stage, 2, 1, world);
+  s.zero.overlap_comm = stage >= 2;
+  s.bf16.enabled = stage % 2 == 1;
+  return s;
 }
 
 class CudaHostStagedTraining : public ::testing::TestWithParam<std::tuple<std::string, int>> {
@@ -54,33 +41,20 @@ class CudaHostStagedTraining : public ::testing::TestWithParam<std::tuple<std::s
 TEST_P(CudaHostStagedTraining, TracksTheCpuOracleOverMpi) {
   const auto& [family, stage] = GetParam();
   comm::Comm& world = comm::world();
+  const EngineSettings settings = settings_for(stage, world.world_size());
   backend::CpuBackend cpu;
-  const Result reference = train(cpu, world, family, stage);
-  Result gpu_run;
+  const TrainedRun reference = train_on_ranks(cpu, world, family, settings, kSteps, kSeqLen);
+  TrainedRun gpu_run;
   int64_t staged_bytes = 0;
   {
     backend::CudaBackend gpu(0);
     comm::HostStagedComm staged(world, gpu);
-    gpu_run = train(gpu, staged, family, stage);
+    gpu_run = train_on_ranks(gpu, staged, family, settings, kSteps, kSeqLen);
     staged_bytes = staged.stats().total_traffic_bytes();
   }
   EXPECT_GT(staged_bytes, 0) << "the collectives did not go through the staging path";
-  const double tol = stage % 2 == 1 ? 2e-2 : 1e-4;
-  ASSERT_EQ(reference.losses.size(), gpu_run.losses.size());
-  for (size_t i = 0; i < reference.losses.size(); ++i) {
-    EXPECT_NEAR(gpu_run.losses[i], reference.losses[i], tol * std::fabs(reference.losses[i]))
-        << "loss " << i << " on rank " << world.rank();
-  }
-  ASSERT_EQ(reference.params.size(), gpu_run.params.size());
-  int reported = 0;
-  for (size_t i = 0; i < reference.params.size(); ++i) {
-    if (std::fabs(gpu_run.params[i] - reference.params[i]) >
-            tol * (1.0 + std::fabs(reference.params[i])) &&
-        reported++ < 5) {
-      ADD_FAILURE() << "parameter " << i << ": cpu " << reference.params[i] << " gpu "
-                    << gpu_run.params[i] << " on rank " << world.rank();
-    }
-  }
+  expect_run_tracks(reference, gpu_run, settings.bf16.enabled ? 2e-2 : 1e-4,
+                    "on rank " + std::to_string(world.rank()));
 }
 
 INSTANTIATE_TEST_SUITE_P(

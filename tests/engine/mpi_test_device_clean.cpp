@@ -20,25 +20,11 @@ using namespace zero_test;
 constexpr int kSteps = 4;
 constexpr int64_t kSeqLen = 8;
 
-struct Result {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
-
-Result train(backend::Backend& backend, comm::Comm& comm, const std::string& family, int stage,
-             bool overlap) {
-  EngineSettings s = zero_settings(stage, 2, 1, comm.world_size());
+EngineSettings settings_for(int stage, bool overlap, int world) {
+  EngineSettings s = zero_settings(stage, 2, 1, world);
   s.zero.overlap_comm = overlap;
   s.bf16.enabled = stage % 2 == 1;  // 16-bit communication on half of the cases
-  Engine engine(small_model(family, backend), s, comm);
-  Result r;
-  for (int step = 0; step < kSteps; ++step) {
-    for (double loss : train_step(engine, step, comm.rank(), kSeqLen)) r.losses.push_back(loss);
-  }
-  Tensor full = engine.gather_parameters();
-  r.params.resize(static_cast<size_t>(full.numel()));
-  backend.copy_to_host(r.params.data(), full);
-  return r;
+  return s;
 }
 
 class HostStagedTraining
@@ -47,12 +33,13 @@ class HostStagedTraining
 TEST_P(HostStagedTraining, MatchesTheCpuBackendBitForBit) {
   const auto& [family, stage, overlap] = GetParam();
   comm::Comm& world = comm::world();
+  const EngineSettings settings = settings_for(stage, overlap, world.world_size());
   backend::CpuBackend cpu;
-  const Result reference = train(cpu, world, family, stage, overlap);
+  const TrainedRun reference = train_on_ranks(cpu, world, family, settings, kSteps, kSeqLen);
 
   backend::SimulatedDeviceBackend sim;
   comm::HostStagedComm staged(world, sim);
-  const Result simulated = train(sim, staged, family, stage, overlap);
+  const TrainedRun simulated = train_on_ranks(sim, staged, family, settings, kSteps, kSeqLen);
   EXPECT_EQ(reference.losses, simulated.losses);
   EXPECT_EQ(reference.params, simulated.params);
   // The collectives really went through the staging path (device -> host -> device).

@@ -12,12 +12,13 @@
 #include <functional>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "comm/self_comm.h"
-#include "engine/zero_harness.h"
+#include "engine/run_comparison.h"
 
 namespace zero::engine {
 namespace {
@@ -52,17 +53,12 @@ std::function<model::Batch()> batches(int64_t step, int64_t vocab) {
   return [=] { return batch_for(step, (*index)++, kMicro, kSeqLen, vocab); };
 }
 
-struct TrainingRun {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
-
-TrainingRun train(backend::Backend& backend, const Variant& v, int steps) {
+TrainedRun train(backend::Backend& backend, const Variant& v, int steps) {
   comm::SelfComm comm(&backend);  // its copies of device tensors go through the backend
   auto net = small_model(v.family, backend);
   net->set_activation_checkpointing(v.checkpointing);
   Engine engine(std::move(net), settings_for(v), comm);
-  TrainingRun run;
+  TrainedRun run;
   const int64_t vocab = engine.model().config()->vocab_size;
   for (int step = 0; step < steps; ++step)
     run.losses.push_back(engine.train_batch(batches(step, vocab)));
@@ -82,8 +78,8 @@ class CudaTraining : public ::testing::TestWithParam<Variant> {
 // Three steps of `v` on the GPU and on the CPU oracle: losses and parameters within tolerance.
 void expect_gpu_tracks_cpu(const Variant& v) {
   backend::CpuBackend cpu;
-  const TrainingRun reference = train(cpu, v, 3);
-  TrainingRun gpu_run;
+  const TrainedRun reference = train(cpu, v, 3);
+  TrainedRun gpu_run;
   {
     backend::CudaBackend gpu(0);
     gpu_run = train(gpu, v, 3);
@@ -91,23 +87,9 @@ void expect_gpu_tracks_cpu(const Variant& v) {
   // f32: every op agrees to f32 rounding (different summation orders), amplified a little by
   // 3 Adam steps: 1e-4 relative on the loss. bf16: one bf16 rounding unit (2^-8) per stored
   // activation, compounded through the layers: 2e-2 relative.
-  const double rtol = v.bf16 ? 2e-2 : 1e-4;
-  ASSERT_EQ(reference.losses.size(), gpu_run.losses.size());
-  for (size_t i = 0; i < reference.losses.size(); ++i) {
-    EXPECT_NEAR(gpu_run.losses[i], reference.losses[i], rtol * std::fabs(reference.losses[i]))
-        << "step " << i;
-  }
-  ASSERT_EQ(reference.params.size(), gpu_run.params.size());
-  const double ptol = v.bf16 ? 2e-2 : 1e-4;
-  int reported = 0;
-  for (size_t i = 0; i < reference.params.size(); ++i) {
-    if (std::fabs(gpu_run.params[i] - reference.params[i]) >
-            ptol * (1.0 + std::fabs(reference.params[i])) &&
-        reported++ < 5) {
-      ADD_FAILURE() << "parameter " << i << ": cpu " << reference.params[i] << " gpu "
-                    << gpu_run.params[i];
-    }
-  }
+  std::ostringstream where;
+  PrintTo(v, &where);
+  expect_run_tracks(reference, gpu_run, v.bf16 ? 2e-2 : 1e-4, "(" + where.str() + ")");
 }
 
 TEST_P(CudaTraining, TracksTheCpuBackend) { expect_gpu_tracks_cpu(GetParam()); }
@@ -149,9 +131,9 @@ TEST(CudaTrainingLong, FiftyBf16StepsOfTheTinyLlamaTrackTheCpuWithinOnePercent) 
   if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const Variant v{"llama", 0, true, false};
   backend::CpuBackend cpu;
-  const TrainingRun reference = train(cpu, v, 50);
+  const TrainedRun reference = train(cpu, v, 50);
   backend::CudaBackend gpu(0);
-  const TrainingRun gpu_run = train(gpu, v, 50);
+  const TrainedRun gpu_run = train(gpu, v, 50);
   ASSERT_EQ(gpu_run.losses.size(), reference.losses.size());
   for (size_t i = 0; i < reference.losses.size(); ++i) {
     EXPECT_NEAR(gpu_run.losses[i], reference.losses[i], 0.01 * std::fabs(reference.losses[i]))

@@ -122,4 +122,20 @@ inline std::vector<double> train_step(Engine& engine, int64_t step, int rank, in
   return losses;
 }
 
+// `steps` optimizer steps (train_step's micro-batches) of this rank of `comm` on the small
+// `family` model, then the gathered parameters: the multi-rank twin of train_one_rank.
+inline TrainedRun train_on_ranks(backend::Backend& backend, comm::Comm& comm,
+                                 const std::string& family, const EngineSettings& settings,
+                                 int steps, int64_t seq_len) {
+  Engine engine(small_model(family, backend), settings, comm);
+  TrainedRun r;
+  for (int step = 0; step < steps; ++step) {
+    for (double loss : train_step(engine, step, comm.rank(), seq_len)) r.losses.push_back(loss);
+  }
+  Tensor full = engine.gather_parameters();
+  r.params.resize(static_cast<size_t>(full.numel()));
+  backend.copy_to_host(r.params.data(), full);
+  return r;
+}
+
 }  // namespace zero::engine::zero_test
