@@ -6,8 +6,9 @@
 #   scripts/gpu_check.sh pack [BUILD_DIR]   on the development machine (CUDA toolkit + the
 #       Debian packages): configures BUILD_DIR (default build/gpu: CUDA on; benchmarks and
 #       -march=native off), builds the `cuda` tests and the zero CLI, and packs them with every
-#       shared library `ldd` names that the GPU machine lacks into build/gpu-bundle/bundle.tar.gz
-#       (git-ignored, about 20 MB; name build/gpu-bundle in the device tool's `carry`). The CUDA
+#       shared library `ldd` names that the GPU machine lacks, and a relocatable OpenMPI, into
+#       build/gpu-bundle/bundle.tar.xz (git-ignored, about 35 MB with xz; name build/gpu-bundle
+#       in the device tool's `carry`). The CUDA
 #       libraries (cudart, cuBLASLt) are not packed: the GPU machine's CUDA 13 provides them.
 #   scripts/gpu_check.sh run [BUNDLE]       on the GPU machine: prints the device, runs the `cuda`
 #       tests (3 minutes at most each), the multi-rank ones under the bundle's own OpenMPI
@@ -32,7 +33,7 @@ mode=${1:-run}
 cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vocab_slice
             backend_test_cuda_strided_logits backend_test_cuda_cross_entropy_paths
             backend_test_cuda_mixed_gradients engine_test_cuda_training backend_test_cuda_nccl
-            model_test_cuda_hf_reference tools_test_cuda_train_cli)
+            model_test_cuda_hf_reference tools_test_cuda_train_cli engine_test_cuda_offload)
 # Multi-rank GPU tests, run as `mpirun -np 2` (ranks sharing the one GPU through HostStagedComm).
 mpi_cuda_tests=(engine_mpi_test_cuda_host_staged)
 
@@ -69,15 +70,16 @@ pack() {
   mkdir -p "$root/build/gpu-bundle"
   # The commit the binaries were built from (the GPU machine's copy may have no .git).
   git -C "$root" describe --always --dirty >"$bundle/COMMIT" 2>/dev/null || echo unknown >"$bundle/COMMIT"
-  tar -czf "$root/build/gpu-bundle/bundle.tar.gz" -C "$bundle" bin lib ompi pmix2 COMMIT
+  # xz: a third smaller than gzip (the test binaries each carry the kernels' fatbin).
+  tar -cJf "$root/build/gpu-bundle/bundle.tar.xz" -C "$bundle" bin lib ompi pmix2 COMMIT
   rm -rf "$bundle"
-  echo "bundle: build/gpu-bundle/bundle.tar.gz ($(du -sh "$root/build/gpu-bundle/bundle.tar.gz" | cut -f1))"
+  echo "bundle: build/gpu-bundle/bundle.tar.xz ($(du -sh "$root/build/gpu-bundle/bundle.tar.xz" | cut -f1))"
   # The device tool carries at most 64 MiB: say so here rather than at the device.
   local bytes
-  bytes=$(stat -c %s "$root/build/gpu-bundle/bundle.tar.gz")
+  bytes=$(stat -c %s "$root/build/gpu-bundle/bundle.tar.xz")
   if (( bytes > 60 * 1024 * 1024 )); then
     echo "the bundle is over 60 MiB, too big for the device tool's carry; its largest files:" >&2
-    tar -tzvf "$root/build/gpu-bundle/bundle.tar.gz" | sort -k3 -n | tail -3 >&2
+    tar -tJvf "$root/build/gpu-bundle/bundle.tar.xz" | sort -k3 -n | tail -3 >&2
     return 1
   fi
 }
@@ -135,9 +137,12 @@ build_in_place() {
 # at its libraries and the CUDA toolkit's; sets `bundle` to the folder holding bin/.
 use_bundle() {
   bundle=${1:-$root/build/gpu-bundle}
-  if [[ -f "$bundle/bundle.tar.gz" ]]; then
+  if [[ -f "$bundle/bundle.tar.xz" ]]; then
     mkdir -p /tmp/zero-gpu-bundle
-    tar -xzf "$bundle/bundle.tar.gz" -C /tmp/zero-gpu-bundle
+    # Python's tarfile (lzma) where the machine has no xz for tar.
+    tar -xJf "$bundle/bundle.tar.xz" -C /tmp/zero-gpu-bundle 2>/dev/null ||
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$bundle/bundle.tar.xz" /tmp/zero-gpu-bundle
     bundle=/tmp/zero-gpu-bundle
   fi
   if [[ ! -x "$bundle/bin/zero" ]]; then

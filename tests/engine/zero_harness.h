@@ -90,7 +90,7 @@ inline TrainedRun train_one_rank(std::unique_ptr<model::Model> net, const Engine
                                  int steps, int64_t seq_len) {
   backend::Backend& backend = net->backend();
   const int64_t vocab = net->config()->vocab_size;
-  comm::SelfComm comm;
+  comm::SelfComm comm(&backend);  // its copies of device tensors go through the backend
   Engine engine(std::move(net), settings, comm);
   TrainedRun r;
   for (int step = 0; step < steps; ++step) {
