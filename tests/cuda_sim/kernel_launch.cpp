@@ -60,6 +60,8 @@ namespace {
 uint64_t g_block_serial = 0;  // counts the blocks run, so "first reached in this block" is known
 }  // namespace
 
+uint64_t block_serial() { return g_block_serial; }
+
 void poison_static_shared(void* variable, size_t bytes) {
   static std::unordered_map<void*, uint64_t> poisoned_in;
   uint64_t& block = poisoned_in[variable];

@@ -31,6 +31,8 @@ void ldmatrix_kernel(const uint16_t* tile, uint32_t* out) {
   for (int chunk = static_cast<int>(threadIdx.x); chunk < kTileRows * kStride / 8; chunk += 32) {
     ::cuda_sim::cp_async_16(shared + chunk * 8, tile + chunk * 8);
   }
+  ::cuda_sim::cp_async_commit();
+  ::cuda_sim::cp_async_wait(0);
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x);
   uint32_t r[4];
@@ -134,6 +136,8 @@ void ldmatrix_mma_kernel(const uint16_t* a, const uint16_t* b, float* d) {
     ::cuda_sim::cp_async_16(as + row * kStride + column, a + row * 16 + column);
     ::cuda_sim::cp_async_16(bs + row * kStride + column, b + row * 16 + column);
   }
+  ::cuda_sim::cp_async_commit();
+  ::cuda_sim::cp_async_wait(0);
   __syncthreads();
   uint32_t af[4], bf[4];
   ::cuda_sim::ldmatrix_x4(af, as + (lane % 16) * kStride + (lane / 16) * 8, false);
@@ -185,6 +189,57 @@ TEST(CudaSimPtxMemory, LdmatrixFragmentsFeedMmaTheRowMajorAndKMajorProduct) {
   cudaFree(da);
   cudaFree(db);
   cudaFree(dd);
+}
+
+// Two groups of copies (16 bytes per lane each), then a wait leaving `pending` groups in flight,
+// a barrier, and every lane's view of both destinations.
+void cp_async_groups_kernel(const uint16_t* src, uint16_t* out, int pending) {
+  alignas(16) __shared__ uint16_t first[32 * 8];
+  alignas(16) __shared__ uint16_t second[32 * 8];
+  ::cuda_sim::poison_static_shared(first, sizeof(first));  // as the rewriter adds in .cu files
+  ::cuda_sim::poison_static_shared(second, sizeof(second));
+  const int lane = static_cast<int>(threadIdx.x);
+  ::cuda_sim::cp_async_16(first + lane * 8, src + lane * 8);
+  ::cuda_sim::cp_async_commit();
+  ::cuda_sim::cp_async_16(second + lane * 8, src + 256 + lane * 8);
+  ::cuda_sim::cp_async_commit();
+  if (pending >= 0) ::cuda_sim::cp_async_wait(pending);
+  __syncthreads();
+  const int other = 31 - lane;  // another lane's copies: visible after its wait and the barrier
+  for (int i = 0; i < 8; ++i) {
+    out[lane * 8 + i] = first[other * 8 + i];
+    out[256 + lane * 8 + i] = second[other * 8 + i];
+  }
+}
+
+// out[0, 512) after cp_async_groups_kernel with `pending` (-1: no wait at all).
+std::vector<uint16_t> run_groups(int pending) {
+  std::vector<uint16_t> src(512);
+  for (int i = 0; i < 512; ++i) src[static_cast<size_t>(i)] = static_cast<uint16_t>(i + 1);
+  uint16_t* d_src = device_copy(src);
+  uint16_t* d_out = device_copy(std::vector<uint16_t>(512, 0));
+  ::cuda_sim::launch_kernel("cp_async_groups_kernel", dim3(1), dim3(32), 0, nullptr, nullptr,
+                            [](auto&... a) { cp_async_groups_kernel(a...); }, d_src, d_out,
+                            pending);
+  std::vector<uint16_t> out(512);
+  cudaMemcpy(out.data(), d_out, 512 * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+  cudaFree(d_src);
+  cudaFree(d_out);
+  return out;
+}
+
+TEST(CudaSimPtxMemory, CpAsyncLandsOnlyWhenItsGroupIsWaitedFor) {
+  const std::vector<uint16_t> all = run_groups(0);
+  EXPECT_EQ(all[0], 31 * 8 + 1) << "lane 0 reads lane 31's first copy";
+  EXPECT_EQ(all[256], 256 + 31 * 8 + 1);
+  // wait_group 1: the older group has landed, the newer one may not have: it has not here.
+  const std::vector<uint16_t> older = run_groups(1);
+  EXPECT_EQ(older[0], 31 * 8 + 1);
+  EXPECT_EQ(older[256], 0xffff) << "the newest group landed before any wait covered it";
+  // No wait before the barrier: nothing has landed (a barrier does not complete copies).
+  const std::vector<uint16_t> none = run_groups(-1);
+  EXPECT_EQ(none[0], 0xffff);
+  EXPECT_EQ(none[256], 0xffff);
 }
 
 }  // namespace

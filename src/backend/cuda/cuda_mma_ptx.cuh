@@ -71,7 +71,9 @@ __device__ __forceinline__ void cp_async_16(uint16_t* shared_dst, const uint16_t
 
 // Closes the group of this thread's cp.async issued since the previous commit (possibly none).
 __device__ __forceinline__ void cp_async_commit() {
-#ifndef ZERO_CUDA_SIM
+#ifdef ZERO_CUDA_SIM
+  ::cuda_sim::cp_async_commit();
+#else
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
@@ -80,7 +82,9 @@ __device__ __forceinline__ void cp_async_commit() {
 // threads' copies become visible only after a following __syncthreads.
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
-#ifndef ZERO_CUDA_SIM
+#ifdef ZERO_CUDA_SIM
+  ::cuda_sim::cp_async_wait(kPending);
+#else
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 #endif
 }

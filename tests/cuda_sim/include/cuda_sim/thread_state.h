@@ -29,6 +29,9 @@ unsigned lane_id();
 // declaration (the rewriter calls it after each one): every block starts with garbage there.
 void poison_static_shared(void* variable, size_t bytes);
 
+// A number that differs for every block run (per-block state of the emulations resets on it).
+uint64_t block_serial();
+
 // Bytes each lane may contribute to one warp exchange.
 inline constexpr size_t kWarpSlotBytes = 32;
 
