@@ -13,11 +13,14 @@
 #include <mutex>
 #include <string>
 
+#include "cuda_sim/nccl_faults.h"
 #include "device_memory.h"
 #include "runtime_state.h"
 
 struct ncclComm {
   bool aborted = false;
+  ncclResult_t async_error = ncclSuccess;  // what ncclCommGetAsyncError reports
+  cuda_sim::StreamPoint gate = cuda_sim::new_gate();  // hung operations wait here until abort
   // Sends to oneself not yet matched by a receive, and receives waiting for a send (issue order).
   struct Message {
     const void* send = nullptr;
@@ -33,6 +36,17 @@ namespace cuda_sim {
 namespace {
 
 constexpr char kIdMagic[] = "zero.cpp cuda_sim nccl";
+
+bool g_fail_next = false;  // nccl_fail_next_collective()
+
+// A collective that nccl_fail_next_collective() chose to fail: its stream hangs at the comm's
+// gate and the comm reports the peer's loss.
+void hang_if_failing(ncclComm& comm, cudaStream_t stream) {
+  if (!g_fail_next) return;
+  g_fail_next = false;
+  comm.async_error = ncclRemoteError;
+  enqueue_wait(stream, comm.gate);
+}
 
 std::mutex& last_error_mutex() {
   static std::mutex mutex;
@@ -78,8 +92,9 @@ ncclResult_t check_call(const char* call, ncclComm_t comm, cudaStream_t stream,
 }
 
 // Enqueues the one-rank data movement: recv = send (nothing when they are the same memory).
-ncclResult_t enqueue_copy(const char* call, const void* send, void* recv, size_t bytes,
-                          cudaStream_t stream) {
+ncclResult_t enqueue_copy(ncclComm& comm, const char* call, const void* send, void* recv,
+                          size_t bytes, cudaStream_t stream) {
+  hang_if_failing(comm, stream);
   if (!device_buffer(send, bytes) || !device_buffer(recv, bytes)) {
     return refuse(ncclInvalidArgument,
                   std::string(call) + ": a buffer is not " + std::to_string(bytes) +
@@ -108,6 +123,9 @@ void match_messages(ncclComm& comm) {
 }
 
 }  // namespace
+
+void nccl_fail_next_collective() { g_fail_next = true; }
+
 }  // namespace cuda_sim
 
 using namespace cuda_sim;
@@ -172,16 +190,28 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   return ncclSuccess;
 }
 
-// Destroy waits for the communicator's queued operations (NCCL flushes them); abort does not.
+// Destroy waits for the communicator's queued operations (NCCL flushes them; a hung one would
+// hang it, which the simulator turns into an abort); abort releases hung operations at once.
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
+  open_gate(comm->gate);
   run_all();
   delete comm;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  open_gate(comm->gate);
   delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
+  if (comm == nullptr || async_error == nullptr) {
+    return refuse(ncclInvalidArgument, "ncclCommGetAsyncError: null argument");
+  }
+  *async_error = comm->async_error;
   return ncclSuccess;
 }
 
@@ -192,7 +222,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (const auto r = check_call("ncclAllReduce", comm, stream, type); r != ncclSuccess) return r;
   if (op < ncclSum || op >= ncclNumOps) return refuse(ncclInvalidArgument, "ncclAllReduce: op");
-  return enqueue_copy("ncclAllReduce", send, recv, count * type_bytes(type), stream);
+  return enqueue_copy(*comm, "ncclAllReduce", send, recv, count * type_bytes(type), stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount,
@@ -204,20 +234,21 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount,
   if (op < ncclSum || op >= ncclNumOps) {
     return refuse(ncclInvalidArgument, "ncclReduceScatter: op");
   }
-  return enqueue_copy("ncclReduceScatter", send, recv, recvcount * type_bytes(type), stream);
+  return enqueue_copy(*comm, "ncclReduceScatter", send, recv, recvcount * type_bytes(type),
+                      stream);
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type,
                            ncclComm_t comm, cudaStream_t stream) {
   if (const auto r = check_call("ncclAllGather", comm, stream, type); r != ncclSuccess) return r;
-  return enqueue_copy("ncclAllGather", send, recv, sendcount * type_bytes(type), stream);
+  return enqueue_copy(*comm, "ncclAllGather", send, recv, sendcount * type_bytes(type), stream);
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type,
                            int root, ncclComm_t comm, cudaStream_t stream) {
   if (const auto r = check_call("ncclBroadcast", comm, stream, type); r != ncclSuccess) return r;
   if (root != 0) return refuse(ncclInvalidArgument, "ncclBroadcast: root is not a rank");
-  return enqueue_copy("ncclBroadcast", send, recv, count * type_bytes(type), stream);
+  return enqueue_copy(*comm, "ncclBroadcast", send, recv, count * type_bytes(type), stream);
 }
 
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer,
@@ -226,6 +257,7 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int p
   if (peer != 0) return refuse(ncclInvalidArgument, "ncclSend: peer is not a rank");
   const size_t bytes = count * type_bytes(type);
   if (!device_buffer(send, bytes)) return refuse(ncclInvalidArgument, "ncclSend: buffer");
+  hang_if_failing(*comm, stream);
   comm->unmatched_sends.push_back({send, nullptr, bytes, stream});
   match_messages(*comm);
   return ncclSuccess;
@@ -240,6 +272,7 @@ ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, n
   if (!comm->unmatched_sends.empty() && comm->unmatched_sends.front().bytes != bytes) {
     return refuse(ncclInvalidUsage, "ncclRecv: size differs from the matching send's");
   }
+  hang_if_failing(*comm, stream);
   comm->unmatched_recvs.push_back({nullptr, recv, bytes, stream});
   match_messages(*comm);
   return ncclSuccess;

@@ -334,6 +334,15 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   run_until(end_of(stream));
   return cudaSuccess;
 }
+// cudaErrorNotReady (not an error) while the stream has pending work; each such query lets the
+// device make progress, as cudaEventQuery does.
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (!is_known_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  const StreamPoint end = end_of(stream);
+  if (reached(end)) return cudaSuccess;
+  run_one(end);
+  return reached(end) ? cudaSuccess : cudaErrorNotReady;
+}
 // Waits for the event's latest record at the time of this call (a never recorded event: none).
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
   if (!is_known_stream(stream) || !is_live_event(event)) {

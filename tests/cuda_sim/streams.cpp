@@ -128,6 +128,10 @@ void run_others_ready(const StreamQueue& forced) {
 
 void run_queue_until(StreamQueue& queue, uint64_t position) {
   while (queue.executed < position) {
+    if (queue.pending.empty()) {
+      throw HungWait("cuda_sim: the host waits for device work that can never run (a stream "
+                     "waits on a hung operation, e.g. an NCCL collective whose peer is gone)");
+    }
     if (current_order() == StreamOrder::kOthersFirst) run_others_ready(queue);
     if (queue.executed >= position) break;
     StreamQueue::Operation& front = queue.pending.front();
@@ -184,12 +188,25 @@ std::shared_ptr<StreamQueue> queue_of(cudaStream_t stream) {
   return stream->queue;
 }
 
+namespace {
+
+// Eager order runs what it can at once; a stream behind a hung operation stays queued.
+void run_eagerly(StreamQueue& queue) {
+  if (current_order() != StreamOrder::kEager) return;
+  try {
+    run_queue_until(queue, queue.enqueued);
+  } catch (const HungWait&) {
+  }
+}
+
+}  // namespace
+
 void enqueue(cudaStream_t stream, std::function<void()> work) {
   std::lock_guard lock(queues_mutex());
   const auto queue = queue_of(stream);
   add_implicit_waits(*queue);
   append(*queue, {std::move(work), {}});
-  if (current_order() == StreamOrder::kEager) run_queue_until(*queue, queue->enqueued);
+  run_eagerly(*queue);
 }
 
 StreamPoint end_of(cudaStream_t stream) {
@@ -205,7 +222,7 @@ void enqueue_wait(cudaStream_t stream, const StreamPoint& point) {
   const auto queue = queue_of(stream);
   if (point.queue == queue) return;  // a stream is ordered with itself
   append(*queue, {{}, point});
-  if (current_order() == StreamOrder::kEager) run_queue_until(*queue, queue->enqueued);
+  run_eagerly(*queue);
 }
 
 bool reached(const StreamPoint& point) {
@@ -222,7 +239,26 @@ void run_one(const StreamPoint& point) {
   std::lock_guard lock(queues_mutex());
   if (point.queue == nullptr || point_reached(point)) return;
   StreamQueue& queue = *point.queue;
-  run_queue_until(queue, queue.executed + 1);
+  try {
+    run_queue_until(queue, queue.executed + 1);
+  } catch (const HungWait&) {
+    // No progress to make: the stream waits on a hung operation.
+  }
+}
+
+StreamPoint new_gate() {
+  std::lock_guard lock(queues_mutex());
+  return {register_queue(false, false), 1};
+}
+
+void open_gate(const StreamPoint& gate) {
+  std::lock_guard lock(queues_mutex());
+  if (gate.queue == nullptr || gate.queue->enqueued >= gate.position) return;
+  append(*gate.queue, {[] {}, {}});
+  // Streams that ran eagerly until the gate go on now.
+  if (current_order() == StreamOrder::kEager) {
+    for (const auto& queue : live_queues()) run_eagerly(*queue);
+  }
 }
 
 void run_all() {

@@ -274,7 +274,7 @@ void CudaBackend::synchronize_event(const Event& event) {
   if (!event.recorded()) return;
   ZERO_CHECK(event.native() != nullptr,
              "synchronize_event on an event that this CUDA backend did not record");
-  ZERO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event.native().get())));
+  host_waits_.wait_for_event(static_cast<cudaEvent_t>(event.native().get()));
 }
 
 Event CudaBackend::record_timing_event(StreamKind stream) {
@@ -290,16 +290,23 @@ double CudaBackend::elapsed_seconds(const Event& start, const Event& end) {
   ZERO_CHECK(start.native() != nullptr && end.native() != nullptr,
              "elapsed_seconds of an event that record_timing_event did not make");
   const auto to = static_cast<cudaEvent_t>(end.native().get());
-  ZERO_CUDA_CHECK(cudaEventSynchronize(to));
+  host_waits_.wait_for_event(to);
   float ms = 0.0f;
   ZERO_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.native().get()), to));
   return static_cast<double>(ms) * 1e-3;
 }
 
+int CudaBackend::add_host_wait_check(std::function<void()> check) {
+  return host_waits_.add(std::move(check));
+}
+
+void CudaBackend::remove_host_wait_check(int id) { host_waits_.remove(id); }
+
 void CudaBackend::do_synchronize() {
-  ZERO_CUDA_CHECK(cudaDeviceSynchronize());
+  for (cudaStream_t s : streams_) host_waits_.wait_for_stream(s);
+  ZERO_CUDA_CHECK(cudaDeviceSynchronize());  // the legacy stream's work too (then at once)
   fetch_kernel_errors(current());
-  ZERO_CUDA_CHECK(cudaStreamSynchronize(current()));
+  host_waits_.wait_for_stream(current());
   raise_kernel_errors();
 }
 
@@ -307,15 +314,20 @@ void CudaBackend::do_copy_from_host(Tensor& dst, const void* src) {
   Checks(device(), "copy_from_host").contiguous(dst, "dst");
   ZERO_CHECK(src != nullptr || dst.nbytes() == 0, "copy_from_host: null source");
   if (dst.nbytes() == 0) return;
-  // The source may be pageable memory the caller reuses once we return: wait for the copy.
+  // The source may be pageable memory the caller reuses once we return: wait for the copy
+  // (after the stream's earlier work, when host-wait checks are registered: as copy_to_host).
+  if (!host_waits_.empty()) host_waits_.wait_for_stream(current());
   ZERO_CUDA_CHECK(
       cudaMemcpyAsync(dst.raw_data(), src, dst.nbytes(), cudaMemcpyHostToDevice, current()));
-  ZERO_CUDA_CHECK(cudaStreamSynchronize(current()));
+  host_waits_.wait_for_stream(current());
 }
 
 void CudaBackend::do_copy_to_host(void* dst, const Tensor& src) {
   const int64_t pitch = row_pitch(src, "copy_to_host", "src");
   ZERO_CHECK(dst != nullptr || src.nbytes() == 0, "copy_to_host: null destination");
+  // A copy into pageable memory blocks inside CUDA until the stream's earlier work is done, out
+  // of reach of the host-wait checks: with checks registered, that work is waited for first.
+  if (!host_waits_.empty()) host_waits_.wait_for_stream(current());
   if (src.nbytes() > 0 && src.is_contiguous()) {
     ZERO_CUDA_CHECK(
         cudaMemcpyAsync(dst, src.raw_data(), src.nbytes(), cudaMemcpyDeviceToHost, current()));
@@ -328,7 +340,7 @@ void CudaBackend::do_copy_to_host(void* dst, const Tensor& src) {
                                       cudaMemcpyDeviceToHost, current()));
   }
   fetch_kernel_errors(current());  // rides along with the read: no extra wait
-  ZERO_CUDA_CHECK(cudaStreamSynchronize(current()));
+  host_waits_.wait_for_stream(current());
   raise_kernel_errors();
 }
 

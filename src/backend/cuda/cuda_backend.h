@@ -26,9 +26,11 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_host_wait.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_matmul.h"
 #include "backend/cuda/cuda_memory.h"
@@ -64,6 +66,12 @@ class CudaBackend final : public Backend {
   int64_t preferred_row_elements(int64_t columns, DType dtype) const override;
   // The CUDA stream behind `kind` (for NCCL and tests).
   cudaStream_t stream(StreamKind kind) const { return streams_[static_cast<size_t>(kind)]; }
+
+  // Checks run while the host waits for the device (cuda_host_wait.h): NcclComm's, which ends a
+  // wait on a collective that NCCL reported failed. `check` throws zero::Error to end the wait.
+  // Returns an id for remove_host_wait_check.
+  int add_host_wait_check(std::function<void()> check);
+  void remove_host_wait_check(int id);
 
   Event record_event(StreamKind stream) override;
   void wait_event(StreamKind waiter, const Event& event) override;
@@ -175,6 +183,7 @@ class CudaBackend final : public Backend {
   std::array<uint64_t, kNumStreamKinds> recorded_{};
   cuda::KernelErrorSlot* error_device_ = nullptr;  // cudaMalloc'ed, written by kernels
   cuda::KernelErrorSlot* error_host_ = nullptr;    // its page-locked host mirror
+  cuda::HostWaitChecks host_waits_;
   cuda::CudaDeviceMemory memory_;
   std::unique_ptr<CachingAllocator::Streams> allocator_streams_;  // outlives allocator_
   std::unique_ptr<CachingAllocator> allocator_;

@@ -261,6 +261,32 @@ NcclComm::NcclComm(Comm& host, backend::CudaBackend& backend)
   std::memcpy(&id, bytes + 1, sizeof(id));
   ZERO_CUDA_CHECK(cudaSetDevice(backend_.device().index));
   ZERO_NCCL_CHECK(ncclCommInitRank(&handle_->comm, size_, id, rank_));
+  watch_for_async_errors();
+}
+
+namespace {
+
+// The host-wait check (CudaBackend::add_host_wait_check): a failure NCCL found on its own - a
+// peer rank died, the network broke - while the host waits for work behind a collective that can
+// then never finish. Aborts the communicator (its kernels return) and throws.
+void check_async_error(NcclComm::Handle& handle, int rank, int size) {
+  if (handle.comm == nullptr) return;
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(handle.comm, &async) != ncclSuccess) return;  // cannot tell: wait on
+  if (async == ncclSuccess || async == ncclInProgress) return;
+  ncclCommAbort(handle.comm);
+  handle.comm = nullptr;
+  throw Error("NcclComm (rank " + std::to_string(rank) + " of " + std::to_string(size) +
+              "): NCCL reported a failure while the host waited for the GPU, so the pending "
+              "collectives can never finish and the communicator was aborted - " +
+              nccl_error_text(async, "(an asynchronous error)"));
+}
+
+}  // namespace
+
+void NcclComm::watch_for_async_errors() {
+  check_id_ = backend_.add_host_wait_check(
+      [handle = handle_.get(), rank = rank_, size = size_] { check_async_error(*handle, rank, size); });
 }
 
 NcclComm::NcclComm(std::unique_ptr<Handle> handle, std::unique_ptr<Comm> host,
@@ -272,9 +298,11 @@ NcclComm::NcclComm(std::unique_ptr<Handle> handle, std::unique_ptr<Comm> host,
              "NcclComm::split: the NCCL group (rank " << rank_ << " of " << size_
                                                       << ") and the host group (rank " << host_.rank()
                                                       << " of " << host_.world_size() << ") disagree");
+  watch_for_async_errors();
 }
 
 NcclComm::~NcclComm() {
+  if (check_id_ != 0) backend_.remove_host_wait_check(check_id_);
   barrier_scratch_ = Tensor();
   if (handle_ && handle_->comm != nullptr) {
     // Best effort at teardown; never throw from a destructor. While an exception unwinds (this

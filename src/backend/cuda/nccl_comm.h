@@ -11,6 +11,11 @@
 // current stream wait for the completion event (again without blocking the host) and whose
 // is_completed() queries it. Layers therefore need no change whichever Comm they are given.
 //
+// Failures: a failed call throws zero::Error naming it. A failure NCCL finds on its own later (a
+// peer rank died, the network broke: ncclCommGetAsyncError) is checked while the backend's host
+// waits for the device (CudaBackend::add_host_wait_check, every 0.1 s): the communicator is
+// aborted and the wait throws, instead of waiting forever on a collective that cannot finish.
+//
 // DEVIATION FROM comm.h: NCCL reduces in an order of its own choosing (ring/tree, chunked), not
 // the left fold over ranks 0..N-1 that comm.h asks for. Results are the same on every rank of
 // one collective but are not bit-identical to a rank-order sum, nor to a 1-rank run that
@@ -108,6 +113,8 @@ class NcclComm final : public Comm {
   std::shared_ptr<Work> issue_on_host(OpKind kind, int64_t message_bytes, int64_t traffic_bytes,
                                       std::shared_ptr<Work> work);
   void count(OpKind kind, int64_t message_bytes, int64_t traffic_bytes);
+  // Registers the backend host-wait check that turns an asynchronous NCCL failure into an error.
+  void watch_for_async_errors();
 
   std::unique_ptr<Handle> handle_;
   std::unique_ptr<Comm> owned_host_;  // split() groups only: the split host Comm host_ refers to
@@ -116,6 +123,7 @@ class NcclComm final : public Comm {
   int rank_ = 0;
   int size_ = 1;
   Tensor barrier_scratch_;  // one device int32 for barrier()
+  int check_id_ = 0;        // the backend host-wait check's id (0: none)
 };
 
 }  // namespace zero::comm

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 namespace cuda_sim {
 
@@ -57,5 +58,16 @@ void run_until(const StreamPoint& point);
 void run_one(const StreamPoint& point);
 // Runs every stream to its end (cudaDeviceSynchronize, and calls that imply it: cudaFree).
 void run_all();
+
+// A gate: a point reached only once open_gate() is called. A stream that waits on a closed gate
+// hangs (an NCCL collective whose peer is gone, until the communicator is aborted): a host call
+// that must wait for it throws HungWait, and polling (event and stream queries) sees no progress.
+StreamPoint new_gate();
+void open_gate(const StreamPoint& gate);
+
+// What a host wait on a hung stream throws: on a GPU it would wait forever.
+struct HungWait : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 }  // namespace cuda_sim
