@@ -5,6 +5,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "sharding/activation_estimator.h"
 #include "sharding/model_parallel_share.h"
 
 namespace zero::engine {
@@ -60,7 +61,6 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   // partitioning over the data-parallel ranks (shared with `zero estimate`).
   const sharding::ModelParallelShare share = sharding::model_parallel_share(
       config, r.pipeline_stages, r.tensor_parallel, r.world_size, r.ranks_on_this_machine);
-  const model::TransformerConfig& stage = share.stage;
   const sharding::EstimateShape& shape = share.shape;
   const sharding::ModelStateMemory states = sharding::estimate_model_states(shape, options);
 
@@ -87,7 +87,9 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   settings.tiled_logits_shards = r.tiled_logits_shards;
   settings.sequence_parallel = r.sequence_parallel;
   settings.cpu_checkpointing = r.cpu_checkpointing && r.activation_checkpointing;
-  const sharding::ActivationMemory activations = sharding::estimate_activations(stage, settings);
+  // One tensor-parallel rank's activations: its heads, MLP width and vocabulary part.
+  const sharding::ActivationMemory activations = sharding::estimate_activations(
+      sharding::tensor_parallel_activation_config(share.stage, r.tensor_parallel), settings);
   // 1F1B: the first stage holds this many micro-batches' activations before its first backward.
   const int64_t in_flight =
       sharding::micro_batches_in_flight(r.pipeline_stages, r.gradient_accumulation);

@@ -5,6 +5,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "model/sequence_tiling.h"
+#include "model/tensor_parallel.h"
 
 namespace zero::sharding {
 namespace {
@@ -182,6 +183,20 @@ std::optional<int64_t> longest_fitting_seq_len(const model::TransformerConfig& c
     (fits(mid) ? lo : hi) = mid;
   }
   return lo * granule;
+}
+
+model::TransformerConfig tensor_parallel_activation_config(const model::TransformerConfig& config,
+                                                           int64_t tensor_parallel) {
+  if (tensor_parallel <= 1) return config;
+  if (tensor_parallel > config.num_heads) {
+    throw ConfigError("a tensor-parallel size of " + std::to_string(tensor_parallel) +
+                      " is more than the model's " + std::to_string(config.num_heads) +
+                      " attention heads");
+  }
+  model::TransformerConfig local = model::tensor_parallel_block_config(
+      config, model::TensorParallelLayout{0, tensor_parallel});
+  local.vocab_size = ceil_div(config.vocab_size, tensor_parallel);  // the largest balanced part
+  return local;
 }
 
 }  // namespace zero::sharding

@@ -85,6 +85,14 @@ struct ActivationMemory {
   int64_t total_bytes() const { return peak_bytes; }
 };
 
+// The config whose activations one rank of a tensor-parallel group of `tensor_parallel` holds
+// (Megatron-style, without sequence parallelism): its heads, key/value heads and MLP width
+// (model::tensor_parallel_block_config) and the largest rank's vocabulary part for the logits;
+// the hidden size - the residual stream every rank keeps whole - unchanged. `config` itself
+// for 1. Throws ConfigError (naming the size) when the model cannot be split that way.
+model::TransformerConfig tensor_parallel_activation_config(const model::TransformerConfig& config,
+                                                           int64_t tensor_parallel);
+
 // Throws ConfigError for non-positive sizes, sequence parallelism that does not divide the
 // sequence, or cpu_checkpointing without checkpointing.
 ActivationMemory estimate_activations(const model::TransformerConfig& config,

@@ -24,7 +24,8 @@ struct EstimateMesh {
   int64_t data_parallel = 1;
   int64_t gradient_accumulation = 1;  // the pipeline's micro-batches per step
   int64_t in_flight = 1;  // micro-batches of activations the first stage holds (1F1B)
-  // The largest stage as a model of its depth (--model only): what the activations run on.
+  // The largest stage as a model of its depth, as one tensor-parallel rank computes it (its
+  // heads, MLP width and vocabulary part; --model only): what the activations run on.
   std::optional<model::TransformerConfig> stage;
   // The estimators' input for one GPU's states: the stage's tensor-parallel slice, ZeRO over the
   // data-parallel GPUs. Without a model-parallel mesh, the whole model on all GPUs.
