@@ -53,22 +53,34 @@ void Backend::copy_to_host(void* dst, const Tensor& src) {
   do_copy_to_host(dst, src);
 }
 
-void Backend::copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) {
-  ZERO_CHECK(src.device() == device(), "copy_to_pinned_async from " << src.describe() << " on a "
-                                                                    << device().to_string()
-                                                                    << " backend");
-  const bool pinned = pinned_dst.defined() && pinned_dst.storage()->allocator() ==
-                                                  &pinned_host_allocator();
-  if (!pinned || !pinned_dst.is_contiguous() || !src.is_contiguous() ||
-      pinned_dst.nbytes() != src.nbytes()) {
-    throw ShapeError("copy_to_pinned_async: destination " +
-                     (pinned_dst.defined() ? pinned_dst.describe() : std::string("undefined")) +
+void Backend::check_pinned_pair(const char* op, const char* host_side, const Tensor& pinned,
+                                const Tensor& device_tensor) {
+  ZERO_CHECK(device_tensor.defined() && device_tensor.device() == device(),
+             "the " << device().to_string() << " backend's " << op << " got the device tensor "
+                    << (device_tensor.defined() ? device_tensor.describe() : "undefined"));
+  const bool from_pinned =
+      pinned.defined() && pinned.storage()->allocator() == &pinned_host_allocator();
+  if (!from_pinned || !pinned.is_contiguous() || !device_tensor.is_contiguous() ||
+      pinned.nbytes() != device_tensor.nbytes()) {
+    throw ShapeError(std::string(op) + ": " + host_side + " " +
+                     (pinned.defined() ? pinned.describe() : std::string("undefined")) +
                      " must be a contiguous tensor from the backend's pinned host allocator "
-                     "holding exactly the bytes of source " + src.describe());
+                     "holding exactly the bytes of the device tensor " + device_tensor.describe());
   }
+}
+
+void Backend::copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) {
+  check_pinned_pair("copy_to_pinned_async", "destination", pinned_dst, src);
   ++transfers_.device_to_host_calls;
   transfers_.device_to_host_bytes += static_cast<int64_t>(src.nbytes());
   do_copy_to_pinned_async(pinned_dst, src);
+}
+
+void Backend::copy_from_pinned_async(Tensor& dst, const Tensor& pinned_src) {
+  check_pinned_pair("copy_from_pinned_async", "source", pinned_src, dst);
+  ++transfers_.host_to_device_calls;
+  transfers_.host_to_device_bytes += static_cast<int64_t>(dst.nbytes());
+  do_copy_from_pinned_async(dst, pinned_src);
 }
 
 double Backend::read_scalar(const Tensor& x) {

@@ -20,8 +20,9 @@
 //   that reads on one stream what another wrote waits for an event recorded after the write, and
 //   a tensor used on a stream other than the one current when it is destroyed (its memory is
 //   then reusable by that stream's work at once) has that use ordered before the destruction by
-//   an event the destroying stream waited for - or is kept alive until such an event. Host code never reads device elements: it
-//   reads results through copy_to_host()/read_scalar(), which wait for the work before them.
+//   an event the destroying stream waited for - or is kept alive until such an event. Host code
+//   never reads device elements: it reads results through copy_to_host()/read_scalar(), which
+//   wait for the work before them.
 // * Host <-> device traffic goes only through copy_from_host()/copy_to_host() (and the
 //   read_scalar()/squared_norm() conveniences built on them); every call is counted in
 //   transfer_stats(), so tests can hold the training step to one host read per step.
@@ -119,6 +120,11 @@ class Backend {
   // waited for such an event (ordering above). Synchronous backends finish before returning.
   // Counted as a device-to-host call. Throws ShapeError for any other pair of tensors.
   void copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src);
+  // The upload twin: starts copying `pinned_src` (a contiguous tensor from
+  // pinned_host_allocator()) into `dst` (contiguous, on this device, the same bytes) on the
+  // current stream and returns without waiting; the host must not write pinned_src, nor free it,
+  // before an event recorded after this call has completed. Counted as a host-to-device call.
+  void copy_from_pinned_async(Tensor& dst, const Tensor& pinned_src);
   // The value of a one-element f32/f64 tensor: one counted device-to-host read.
   double read_scalar(const Tensor& x);
   const TransferStats& transfer_stats() const { return transfers_; }
@@ -289,11 +295,19 @@ class Backend {
   virtual void do_copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) {
     do_copy_to_host(pinned_dst.raw_data(), src);
   }
+  virtual void do_copy_from_pinned_async(Tensor& dst, const Tensor& pinned_src) {
+    do_copy_from_host(dst, pinned_src.raw_data());
+  }
   virtual void do_synchronize() = 0;
   // Called when the current stream changes (the CUDA backend switches its cudaStream_t).
   virtual void on_stream_change(StreamKind /*stream*/) {}
 
  private:
+  // Throws ShapeError unless `pinned` is a contiguous pinned_host_allocator() tensor of
+  // `device_tensor`'s bytes (contiguous, on this device); `host_side` names it in the message.
+  void check_pinned_pair(const char* op, const char* host_side, const Tensor& pinned,
+                         const Tensor& device_tensor);
+
   TransferStats transfers_;
   StreamKind current_stream_ = StreamKind::kCompute;
 };

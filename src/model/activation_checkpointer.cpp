@@ -254,9 +254,11 @@ void ActivationCheckpointer::start_upload(size_t unit) {
   // Allocated on the transfer stream, which writes it: a block the compute stream freed is
   // handed out only after compute's last use of it (the allocator's marker, backend.h), so the
   // upload need not wait for the compute work queued so far and overlaps it.
+  // Neither does the host wait: host_piece (pinned) stays untouched until release(), after
+  // compute waited for upload_done.
   backend::StreamGuard on_transfer(backend_, backend::StreamKind::kTransfer);
   s.uploaded = backend_.empty({s.piece_numel}, s.dtype, MemoryCategory::kActivations);
-  backend_.copy_from_host(s.uploaded, s.host_piece.raw_data());
+  backend_.copy_from_pinned_async(s.uploaded, s.host_piece);
   s.upload_done = backend_.record_event(backend::StreamKind::kTransfer);
   note_memory();
 }

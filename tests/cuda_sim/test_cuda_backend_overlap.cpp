@@ -56,6 +56,27 @@ TEST_F(CudaBackendOverlap, ADownloadOnTheTransferStreamHoldsUpNeitherComputeNorT
   EXPECT_EQ(host.data<float>()[1023], 0.0f);
 }
 
+TEST_F(CudaBackendOverlap, AnUploadFromPinnedMemoryDoesNotHoldUpTheHost) {
+  Tensor host = Tensor::empty(gpu().pinned_host_allocator(), {256}, DType::kF32,
+                              MemoryCategory::kOther);
+  for (int64_t i = 0; i < 256; ++i) host.data<float>()[i] = 2.0f;
+  Tensor x;
+  Event uploaded;
+  {
+    StreamGuard transfer(gpu(), StreamKind::kTransfer);
+    x = gpu().empty({256}, DType::kF32, MemoryCategory::kOther);
+    gpu().copy_from_pinned_async(x, host);
+    uploaded = gpu().record_event(StreamKind::kTransfer);
+  }
+  EXPECT_EQ(::cudaEventQuery(static_cast<cudaEvent_t>(uploaded.native().get())),
+            cudaErrorNotReady)
+      << "the host waited for the upload";
+  gpu().wait_event(StreamKind::kCompute, uploaded);
+  Tensor total = gpu().empty({1}, DType::kF64, MemoryCategory::kOther);
+  gpu().sum(total, x, 1.0, false);
+  EXPECT_EQ(gpu().read_scalar(total), 512.0);
+}
+
 TEST_F(CudaBackendOverlap, ABlockStaysWithTheStreamItWasAllocatedOn) {
   CachingAllocator& cache = gpu().caching_allocator();
   Tensor batch;

@@ -353,6 +353,15 @@ void CudaBackend::do_copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src)
                                   cudaMemcpyDeviceToHost, current()));
 }
 
+void CudaBackend::do_copy_from_pinned_async(Tensor& dst, const Tensor& pinned_src) {
+  Checks(device(), "copy_from_pinned_async").contiguous(dst, "dst");
+  if (dst.nbytes() == 0) return;
+  // Page-locked source: a DMA the host does not wait for (backend.h: the host leaves pinned_src
+  // alone until an event after it completed).
+  ZERO_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), pinned_src.raw_data(), dst.nbytes(),
+                                  cudaMemcpyHostToDevice, current()));
+}
+
 // ---- data movement ---------------------------------------------------------------------------
 
 void CudaBackend::fill(Tensor& dst, double value) {

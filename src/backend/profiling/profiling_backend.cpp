@@ -350,4 +350,9 @@ void ProfilingBackend::do_copy_to_pinned_async(Tensor& pinned_dst, const Tensor&
         [&] { inner_->copy_to_pinned_async(pinned_dst, src); });
 }
 
+void ProfilingBackend::do_copy_from_pinned_async(Tensor& dst, const Tensor& pinned_src) {
+  timed("copy_from_pinned_async", [&] { return elementwise(shapes({{"dst", &dst}}), dst); },
+        [&] { inner_->copy_from_pinned_async(dst, pinned_src); });
+}
+
 }  // namespace zero::backend

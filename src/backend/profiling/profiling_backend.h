@@ -123,6 +123,7 @@ class ProfilingBackend final : public Backend {
   void do_copy_from_host(Tensor& dst, const void* src) override;
   void do_copy_to_host(void* dst, const Tensor& src) override;
   void do_copy_to_pinned_async(Tensor& pinned_dst, const Tensor& src) override;
+  void do_copy_from_pinned_async(Tensor& dst, const Tensor& pinned_src) override;
   void do_synchronize() override { inner_->synchronize(); }
   void on_stream_change(StreamKind stream) override { inner_->set_current_stream(stream); }
 
