@@ -103,6 +103,30 @@ TEST(CudaTrainingCpuCheckpoints, TrackTheCpuBackend) {
   expect_gpu_tracks_cpu(Variant{"gpt2", 2, true, true, true});
 }
 
+// The per-stream blocks and the pinned cache settle: once two steps have run, neither
+// cudaMalloc nor cudaHostAlloc is called again although every step uploads on the transfer
+// stream blocks that compute frees, and downloads into pinned buffers that backward frees.
+TEST(CudaTrainingCpuCheckpoints, NoNewDeviceOrPinnedMemoryOnceTheStepRepeats) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Variant v{"llama", 2, true, true, true};
+  backend::CudaBackend gpu(0);
+  comm::SelfComm comm(&gpu);
+  auto net = small_model(v.family, gpu);
+  net->set_activation_checkpointing(true);
+  Engine engine(std::move(net), settings_for(v), comm);
+  const int64_t vocab = engine.model().config()->vocab_size;
+  engine.train_batch(batches(0, vocab));
+  engine.train_batch(batches(1, vocab));
+  const CacheStats device = gpu.caching_allocator().cache_stats();
+  const backend::cuda::PinnedCacheStats pinned = gpu.pinned_cache().cache_stats();
+  for (int step = 2; step < 5; ++step) engine.train_batch(batches(step, vocab));
+  EXPECT_EQ(gpu.caching_allocator().cache_stats().raw_allocations, device.raw_allocations);
+  EXPECT_GT(gpu.caching_allocator().cache_stats().cross_stream_frees, device.cross_stream_frees)
+      << "the uploads were not freed across streams: is cpu_checkpointing on?";
+  EXPECT_EQ(gpu.pinned_cache().cache_stats().raw_allocations, pinned.raw_allocations);
+  EXPECT_GT(gpu.pinned_cache().cache_stats().cache_hits, pinned.cache_hits);
+}
+
 TEST_P(CudaTraining, OneDeviceReadPerStepAndNoNewDeviceMemory) {
   backend::CudaBackend gpu(0);
   comm::SelfComm comm(&gpu);
