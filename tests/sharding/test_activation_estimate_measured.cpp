@@ -19,6 +19,7 @@
 #include "model/sequence_tiling.h"
 #include "model/transformer_builder.h"
 #include "sharding/activation_estimator.h"
+#include "sharding/activation_measurement.h"
 
 namespace zero::sharding {
 namespace {
@@ -33,19 +34,6 @@ struct Options {
   bool cpu_checkpointing = false;
 };
 
-model::TransformerConfig tiny_llama(int64_t vocab) {
-  model::TransformerConfig c = model::preset_config("tiny-llama");
-  c.vocab_size = vocab;
-  c.max_position_embeddings = 1 << 16;
-  return c;
-}
-
-model::Batch batch(int64_t seq_len, int64_t vocab) {
-  Tensor ids = Tensor::zeros_host({1, seq_len}, DType::kI64);  // labels: the ids, shifted inside
-  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = (i * 13 + 5) % vocab;
-  return model::batch_from_input_ids(ids);
-}
-
 // Bytes of kActivations alive at the peak of one training forward + backward.
 int64_t measured_peak(const model::TransformerConfig& config, const Options& o, int64_t seq_len) {
   backend::CpuBackend cpu;
@@ -58,11 +46,7 @@ int64_t measured_peak(const model::TransformerConfig& config, const Options& o, 
     net->set_checkpointing_options(options);
   }
   net->set_sequence_tiling({o.mlp_shards, o.logits_shards});
-  const model::Batch b = batch(seq_len, config.vocab_size);
-  cpu.allocator().reset_peaks();
-  const size_t before = cpu.allocator().stats().live(MemoryCategory::kActivations);
-  net->forward_backward(b);
-  return static_cast<int64_t>(cpu.allocator().stats().peak(MemoryCategory::kActivations) - before);
+  return measurement::activation_peak(cpu, *net, measurement::id_batch(seq_len, config.vocab_size));
 }
 
 ActivationMemory estimate(const model::TransformerConfig& config, const Options& o,
@@ -91,7 +75,7 @@ TEST(ActivationEstimateMeasured, PeakWithinMarginForEachOption) {
        model::kAutoShards, false},
   };
   for (const int64_t vocab : {int64_t{256}, int64_t{4096}}) {
-    const model::TransformerConfig config = tiny_llama(vocab);
+    const model::TransformerConfig config = measurement::tiny_llama(vocab);
     for (const int64_t seq_len : {int64_t{256}, int64_t{512}, int64_t{1024}}) {
       for (const Options& o : options) {
         const int64_t measured = measured_peak(config, o, seq_len);
