@@ -299,7 +299,8 @@ class Backend {
     do_copy_from_host(dst, pinned_src.raw_data());
   }
   virtual void do_synchronize() = 0;
-  // Called when the current stream changes (the CUDA backend switches its cudaStream_t).
+  // Called when the current stream changes (the profiling backend passes it on to the backend
+  // it wraps; the CUDA backend needs nothing: its ops read the current stream as they enqueue).
   virtual void on_stream_change(StreamKind /*stream*/) {}
 
  private:

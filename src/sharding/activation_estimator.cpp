@@ -188,11 +188,7 @@ std::optional<int64_t> longest_fitting_seq_len(const model::TransformerConfig& c
 model::TransformerConfig tensor_parallel_activation_config(const model::TransformerConfig& config,
                                                            int64_t tensor_parallel) {
   if (tensor_parallel <= 1) return config;
-  if (tensor_parallel > config.num_heads) {
-    throw ConfigError("a tensor-parallel size of " + std::to_string(tensor_parallel) +
-                      " is more than the model's " + std::to_string(config.num_heads) +
-                      " attention heads");
-  }
+  // Throws ConfigError for heads or an MLP width the size does not split.
   model::TransformerConfig local = model::tensor_parallel_block_config(
       config, model::TensorParallelLayout{0, tensor_parallel});
   local.vocab_size = ceil_div(config.vocab_size, tensor_parallel);  // the largest balanced part

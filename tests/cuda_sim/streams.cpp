@@ -28,8 +28,8 @@ struct StreamQueue {
 
 namespace {
 
-// One lock for every queue; recursive because running work may enqueue (a launch's checks never
-// do, but the lock must not be the reason a future change deadlocks).
+// One lock for every queue; recursive because the functions below call one another under it
+// (enqueue takes queue_of's lock again, open_gate runs queues).
 std::recursive_mutex& queues_mutex() {
   static auto* mutex = new std::recursive_mutex;
   return *mutex;
