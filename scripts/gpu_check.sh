@@ -19,6 +19,9 @@
 #       racecheck on the op tests (a device call of its own: racecheck is slow).
 #   scripts/gpu_check.sh build              on the GPU machine: tries a configure and build in
 #       place and says which dependency is missing (the fallback when no bundle was carried).
+#   scripts/gpu_check.sh all [WORKLOAD ...]  on the GPU machine: `run` (capped at GPU_RUN_CAP_S,
+#       default 300 s), then `speed` with what is left of GPU_ALL_BUDGET_S (default 540 s): one
+#       device call for a lease that has room for one.
 #   scripts/gpu_check.sh speed [WORKLOAD ...] on the GPU machine: issue 13's benchmark,
 #       bench/gpu_speed.sh with the bundle's bin/zero (zero train vs PyTorch torch.compile and
 #       eager, same shapes, same card); writes gpu_latest.json, gpu_kernels_latest.md and the
@@ -294,11 +297,42 @@ speed() {
     "$root/bench/gpu_speed.sh" "$bundle/bin/zero" "$@"
 }
 
+# A whole lease in one device call: `run` under a cap (its own process group, so a hung test binary
+# dies with it), its logs packed into one file (the device tool brings back at most 8), then
+# `speed` with what is left of GPU_ALL_BUDGET_S. Prints the run's console tail and the speed
+# summary last, where the device tool's reply shows them.
+all() {
+  local budget=${GPU_ALL_BUDGET_S:-540} run_cap=${GPU_RUN_CAP_S:-300} start=$SECONDS
+  local final_out=${OUT:-/tmp/zero_gpu_check} run_out=/tmp/zero_gpu_run
+  rm -rf "$run_out"
+  mkdir -p "$run_out" "$final_out"
+  OUT=$run_out setsid "$0" run >"$run_out/console.log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS - start < run_cap)); do sleep 1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "== run: still going after ${run_cap} s, stopped" >>"$run_out/console.log"
+    kill -KILL -- "-$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  tar -czf "$final_out/run_logs.tar.gz" -C "$run_out" .
+  local left=$((budget - (SECONDS - start)))
+  if ((left >= 150)); then
+    OUT=$final_out SPEED_BUDGET_S=$left speed "$@" >"$final_out/speed_console.log" 2>&1
+  else
+    echo "no time left for speed ($left s)" >"$final_out/speed_console.log"
+  fi
+  echo "== run console (tail; all logs in run_logs.tar.gz), $((SECONDS - start)) s in all"
+  tail -c 7000 "$run_out/console.log"
+  echo "== speed"
+  tail -c 3500 "$final_out/speed_console.log"
+}
+
 case "$mode" in
+  all) shift || true; all "$@" ;;
   pack) shift; pack "$@" ;;
   build) build_in_place ;;
   run) shift || true; run "$@" ;;
   sanitize) shift || true; sanitize "$@" ;;
   speed) shift; speed "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh pack [BUILD_DIR] | run [BUNDLE] | sanitize [BUNDLE] | build | speed [WORKLOAD ...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_check.sh pack [BUILD_DIR] | all [WORKLOAD ...] | run [BUNDLE] | sanitize [BUNDLE] | build | speed [WORKLOAD ...]" >&2; exit 2 ;;
 esac
