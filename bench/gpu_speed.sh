@@ -31,6 +31,8 @@
 #                         would split GPT-2's MLP at T=1024 > hidden 768 and recompute it in
 #                         backward, work the PyTorch step does not do)
 #   TORCH_BASELINE_FLAGS  extra torch_baseline.py flags (e.g. "--sdpa auto")
+#   SPEED_ZERO_ONLY       1: zero train alone, PyTorch's runs skipped (an A/B of a zero switch
+#                         such as ZERO_CUDA_GEMM_SPLIT=0 against a full run on the same card)
 #   ZERO_COMMIT           the commit the zero binary was built from (default: git describe here)
 #   TORCH_LD_LIBRARY_PATH when set (even empty), the LD_LIBRARY_PATH PyTorch runs with, so the
 #                         libraries carried for zero (libgomp, OpenMPI) cannot shadow torch's
@@ -122,7 +124,7 @@ skip() {  # STATUS REASON
 
 echo "== gpu_speed.sh: ${workloads[*]} on $device, window ${window[0]}..${window[1]}," \
      "commit $commit, budget $budget s"
-if ((!smoke)); then
+if ((!smoke)) && [[ ${SPEED_ZERO_ONLY:-0} != 1 ]]; then
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
     >"$work/nvidia_smi.txt" 2>&1 || true
   cat "$work/nvidia_smi.txt"
@@ -154,6 +156,11 @@ EOF
   # benchmark is finding out; zero, last, gets whatever the budget has left.
   for mode in compile eager; do
     echo "== $w: PyTorch $mode"
+    if [[ ${SPEED_ZERO_ONLY:-0} == 1 ]]; then
+      skip "$dir/torch_$mode.status" "skipped: SPEED_ZERO_ONLY=1 (an A/B run of zero alone)"
+      echo "   skipped (SPEED_ZERO_ONLY)"
+      continue
+    fi
     if ((smoke)) && [[ $mode == compile ]]; then
       skip "$dir/torch_compile.status" "skipped in --smoke: the CPU smoke run tests the pipeline, not torch.compile"
       echo "   skipped (smoke)"

@@ -21,7 +21,10 @@
 #       place and says which dependency is missing (the fallback when no bundle was carried).
 #   scripts/gpu_check.sh all [WORKLOAD ...]  on the GPU machine: `run` (capped at GPU_RUN_CAP_S,
 #       default 300 s), then `speed` with what is left of GPU_ALL_BUDGET_S (default 540 s): one
-#       device call for a lease that has room for one.
+#       device call for a lease that has room for one. GPU_ALL_AB="VAR=VALUE ..." adds a run of
+#       zero alone with those settings (an A/B against the full run); GPU_ALL_SANITIZE=1 adds
+#       compute-sanitizer memcheck with the time left. Everything but the speed record comes
+#       back in run_logs.tar.gz and extra.tar.gz (the device tool returns at most 8 files).
 #   scripts/gpu_check.sh speed [WORKLOAD ...] on the GPU machine: issue 13's benchmark,
 #       bench/gpu_speed.sh with the bundle's bin/zero (zero train vs PyTorch torch.compile and
 #       eager, same shapes, same card); writes gpu_latest.json, gpu_kernels_latest.md and the
@@ -36,7 +39,8 @@ mode=${1:-run}
 cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vocab_slice
             backend_test_cuda_strided_logits backend_test_cuda_cross_entropy_paths
             backend_test_cuda_mixed_gradients engine_test_cuda_training backend_test_cuda_nccl
-            model_test_cuda_hf_reference tools_test_cuda_train_cli engine_test_cuda_offload)
+            model_test_cuda_hf_reference tools_test_cuda_train_cli engine_test_cuda_offload
+            backend_test_cuda_gemm_split)
 # Multi-rank GPU tests, run as `mpirun -np 2` (ranks sharing the one GPU through HostStagedComm).
 mpi_cuda_tests=(engine_mpi_test_cuda_host_staged)
 
@@ -273,9 +277,9 @@ sanitize() {
     return 1
   fi
   local tool rc failed=0
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     echo "== compute-sanitizer $tool (op tests)"
-    timeout 280 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    timeout "${SANITIZE_LIMIT_S:-280}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bundle/bin/backend_test_cuda_ops" --gtest_color=no \
       --gtest_filter='CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*' \
       >"$out/sanitizer_$tool.log" 2>&1
@@ -321,10 +325,37 @@ all() {
   else
     echo "no time left for speed ($left s)" >"$final_out/speed_console.log"
   fi
+  # GPU_ALL_AB="VAR=VALUE ...": zero alone once more on the first workload with those settings.
+  local extra=/tmp/zero_gpu_extra
+  rm -rf "$extra"
+  mkdir -p "$extra"
+  left=$((budget - (SECONDS - start)))
+  if [[ -n ${GPU_ALL_AB:-} ]] && ((left >= 60)); then
+    local workload=${1:-gpt2-124m-b16-t1024}
+    # shellcheck disable=SC2086  # a list of assignments
+    env $GPU_ALL_AB SPEED_ZERO_ONLY=1 OUT="$extra/ab" SPEED_BUDGET_S=$((left - 10)) \
+      "$0" speed "$workload" >"$extra/ab_console.log" 2>&1
+  fi
+  left=$((budget - (SECONDS - start)))
+  if [[ ${GPU_ALL_SANITIZE:-0} == 1 ]] && ((left >= 90)); then
+    OUT="$extra/sanitize" SANITIZE_TOOLS=memcheck SANITIZE_LIMIT_S=$((left - 15)) "$0" sanitize \
+      >"$extra/sanitize_console.log" 2>&1
+  fi
+  # The device tool brings back at most 8 files: the rest travels in one archive.
+  mv "$final_out/speed_logs.tar.gz" "$final_out/speed_console.log" "$extra/" 2>/dev/null
+  tar -czf "$final_out/extra.tar.gz" -C "$extra" .
   echo "== run console (tail; all logs in run_logs.tar.gz), $((SECONDS - start)) s in all"
-  tail -c 7000 "$run_out/console.log"
+  tail -c 6000 "$run_out/console.log"
   echo "== speed"
-  tail -c 3500 "$final_out/speed_console.log"
+  tail -c 2500 "$extra/speed_console.log"
+  if [[ -f $extra/ab_console.log ]]; then
+    echo "== A/B: $GPU_ALL_AB"
+    tail -c 900 "$extra/ab_console.log"
+  fi
+  if [[ -f $extra/sanitize_console.log ]]; then
+    echo "== sanitize"
+    tail -c 900 "$extra/sanitize_console.log"
+  fi
 }
 
 case "$mode" in

@@ -158,6 +158,29 @@ inline void expect_close(const std::vector<double>& cpu, const std::vector<doubl
   }
 }
 
+// cuBLASLt's bias epilogue rounds the f32 product to a 16-bit output type before adding the
+// bias (an H200's cuBLASLt 13; the simulator models it): where product and bias cancel, y is
+// off the CPU's once-rounded sum by up to a rounding unit of the product, not of y. The limit
+// of element (row, col) of a [rows, cols] y therefore grows by that unit of |y - bias[col]|.
+inline void expect_close_after_bias_epilogue(const std::vector<double>& cpu,
+                                             const std::vector<double>& gpu,
+                                             const std::vector<float>& bias, DType dtype,
+                                             Tolerance tol, const std::string& what) {
+  ASSERT_EQ(cpu.size(), gpu.size()) << what;
+  ASSERT_FALSE(bias.empty()) << what;
+  const double product_unit = dtype == DType::kBF16 ? 1.0 / 128 : dtype == DType::kF16 ? 1.0 / 1024 : 0.0;
+  int reported = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const double product = cpu[i] - bias[i % bias.size()];
+    const double limit =
+        tol.atol + tol.rtol * std::fabs(cpu[i]) + product_unit * std::fabs(product);
+    if (!(std::fabs(gpu[i] - cpu[i]) <= limit) && reported++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "]: cpu " << cpu[i] << " gpu " << gpu[i] << " (limit "
+                    << limit << ")";
+    }
+  }
+}
+
 inline const char* name_of(DType dtype) { return dtype_name(dtype); }
 
 }  // namespace zero::backend::backend_test

@@ -193,6 +193,8 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
       return read_attribute(p.min_alignment[2], buf, bytes, kCall);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
       return read_attribute(p.min_alignment[3], buf, bytes, kCall);
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
+      return read_attribute(p.reduction_scheme_mask, buf, bytes, kCall);
     default:
       std::fprintf(stderr, "cuda_sim: matmul preference attribute %d\n",
                    static_cast<int>(attribute));
@@ -217,8 +219,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     return s;
   }
   results[0] = cublasLtMatmulHeuristicResult_t{};
-  AlgoContents contents{kAlgoMagic, {}};
-  for (int i = 0; i < 4; ++i) contents.min_alignment[i] = preference_of(preference)->min_alignment[i];
+  AlgoContents contents{kAlgoMagic, {}, 0};
+  const MatmulPreference& pref = *preference_of(preference);
+  for (int i = 0; i < 4; ++i) contents.min_alignment[i] = pref.min_alignment[i];
+  contents.reduce_in_output_type =
+      (pref.reduction_scheme_mask &
+       (CUBLASLT_REDUCTION_SCHEME_INPLACE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)) != 0;
   std::memcpy(results[0].algo.data, &contents, sizeof(contents));
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;

@@ -1,5 +1,9 @@
 // cublasLtMatmul: D = alpha op(A) op(B) + beta C (+ bias per row of D), column-major, f32
-// accumulation over k in order, one rounding to the storage type at the end. Before computing,
+// accumulation over k in order, one rounding to the storage type at the end - unless the
+// preference let split-K partials be added in the output type: then a 16-bit D of a product
+// with k >= kSplitMinK is summed as real cuBLASLt may choose to, in kSplits partials each
+// rounded to D's type and added in it (an H200 did so, 18 f16 units off, for a linear backward).
+// The bias epilogue, too, rounds the product to a 16-bit D's type before adding the bias. Before computing,
 // every operand's full extent must lie inside one device allocation and every pointer must have
 // the alignment the heuristic was promised.
 #include <cuda_bf16.h>
@@ -17,6 +21,21 @@ namespace cuda_sim {
 namespace {
 
 size_t element_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
+
+constexpr uint64_t kSplitMinK = 256;
+constexpr uint64_t kSplits = 4;
+
+// value rounded to `type` (bf16/f16; f32 unchanged).
+float round_to(cudaDataType_t type, float value) {
+  switch (type) {
+    case CUDA_R_16BF:
+      return __bfloat162float(__float2bfloat16_rn(value));
+    case CUDA_R_16F:
+      return __half2float(__float2half_rn(value));
+    default:
+      return value;
+  }
+}
 
 float load(const void* base, size_t index, cudaDataType_t type) {
   switch (type) {
@@ -133,27 +152,40 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
 
   // Runs when the stream gets there (streams.h), on copies of the descriptors (the caller may
   // destroy or change them once this returns) and of alpha and beta (read at the call).
+  const bool split_in_output_type =
+      contents.reduce_in_output_type != 0 && ld.type != CUDA_R_32F && k >= kSplitMinK;
   enqueue(stream, [desc, la, lb, lc, ld, a, b, c, d, ta, tb, m, n, k, bias, alpha_value,
-                   beta_value, workspace, workspace_bytes] {
+                   beta_value, workspace, workspace_bytes, split_in_output_type] {
     const std::vector<float> op_a = widen_op(a, la, ta);     // m x k
     const std::vector<float> op_b_t = widen_op(b, lb, !tb);  // n x k: op(B) transposed
-    std::vector<float> out(m * n);
-    for (uint64_t j = 0; j < n; ++j) {
-      const float* bcol = op_b_t.data() + j * k;
-      for (uint64_t i = 0; i < m; ++i) {
-        const float* arow = op_a.data() + i * k;
-        float acc = 0.0f;
-        for (uint64_t p = 0; p < k; ++p) acc += arow[p] * bcol[p];
-        out[i + j * m] = acc;
+    const uint64_t splits = split_in_output_type ? kSplits : 1;
+    // out[s][i + j m]: the f32 dot product over the s-th of `splits` ranges of k.
+    std::vector<std::vector<float>> out(splits, std::vector<float>(m * n));
+    for (uint64_t s = 0; s < splits; ++s) {
+      const uint64_t begin = k * s / splits, end = k * (s + 1) / splits;
+      for (uint64_t j = 0; j < n; ++j) {
+        const float* bcol = op_b_t.data() + j * k;
+        for (uint64_t i = 0; i < m; ++i) {
+          const float* arow = op_a.data() + i * k;
+          float acc = 0.0f;
+          for (uint64_t p = begin; p < end; ++p) acc += arow[p] * bcol[p];
+          out[s][i + j * m] = acc;
+        }
       }
     }
     for (uint64_t j = 0; j < n; ++j) {
       for (uint64_t i = 0; i < m; ++i) {
-        float v = alpha_value * out[i + j * m];
+        float v = alpha_value * out[0][i + j * m];
         if (beta_value != 0.0f) {
           v += beta_value * load(c, i + j * static_cast<uint64_t>(lc.ld), lc.type);
         }
-        if (bias) v += load(desc.bias, i, desc.bias_type_for(ld.type));
+        // The bias epilogue adds the bias to the product already rounded to a 16-bit D's type
+        // (an H200's cuBLASLt: up to 2 bf16 units off the once-rounded sum where they cancel).
+        if (bias) v = round_to(ld.type, v) + load(desc.bias, i, desc.bias_type_for(ld.type));
+        // Split: every partial lands in D's type and is added there.
+        for (uint64_t s = 1; s < splits; ++s) {
+          v = round_to(ld.type, round_to(ld.type, v) + round_to(ld.type, alpha_value * out[s][i + j * m]));
+        }
         store(d, i + j * static_cast<uint64_t>(ld.ld), ld.type, v);
       }
     }

@@ -34,12 +34,17 @@ struct MatrixLayout {
 struct MatmulPreference {
   uint64_t max_workspace_bytes = 0;
   uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D (cuBLASLt's defaults)
+  uint32_t reduction_scheme_mask = CUBLASLT_REDUCTION_SCHEME_MASK;  // cuBLASLt's default: any
 };
 
 // What cublasLtMatmulAlgo_t::data holds for an algo of this simulator.
 struct AlgoContents {
   uint64_t magic;
   uint64_t min_alignment[4];
+  // Whether split-K partials may be added in the output type (the preference's reduction mask
+  // allows INPLACE or OUTPUT_TYPE): then a long product into a 16-bit D is computed so, as real
+  // cuBLASLt's heuristic chooses for some shapes (cublaslt_matmul.cpp).
+  uint64_t reduce_in_output_type;
 };
 inline constexpr uint64_t kAlgoMagic = 0x7a65726f43554441ull;  // "zeroCUDA"
 static_assert(sizeof(AlgoContents) <= sizeof(cublasLtMatmulAlgo_t));

@@ -30,6 +30,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_gemm_split.h"
 #include "backend/cuda/cuda_host_wait.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_matmul.h"
@@ -59,6 +60,9 @@ class CudaBackend final : public Backend {
   // Page-locked host memory, cached (cuda_pinned_cache.h).
   Allocator& pinned_host_allocator() override { return *pinned_; }
   cuda::CudaPinnedCache& pinned_cache() { return *pinned_; }
+  // Matrix products computed as a tile-aligned main part and a tail (cuda_gemm_split.h), since
+  // construction: how tests see that a product took that path.
+  uint64_t split_products() const { return split_products_; }
   // cudaMemGetInfo's total for this device.
   std::optional<int64_t> device_memory_capacity_bytes() const override;
   // `columns` rounded up to a multiple of 16 bytes of `dtype` (bf16: 50257 -> 50264 elements),
@@ -168,6 +172,11 @@ class CudaBackend final : public Backend {
   // Matrix products (cuda_backend_matmul.cpp).
   void gemm(const cuda::GemmOperands& op);
   void gemm_realigned(const cuda::GemmOperands& op);
+  // The product as its main part and tail (cuda_gemm_split.h); a 16-bit c split along k is
+  // summed in f32 scratch and rounded once.
+  void gemm_split(const cuda::GemmOperands& op, const cuda::GemmSplit& split);
+  // False when ZERO_CUDA_GEMM_SPLIT=0.
+  static bool split_enabled();
   // Whether a product is big enough and has rows that are not 16-byte aligned, so pitched
   // copies of its operands pay (and ZERO_CUDA_PITCHED_GEMM is not 0).
   bool pitch_pays(const cuda::GemmOperands& op) const;
@@ -191,6 +200,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CudaPinnedCache> pinned_;
   std::unique_ptr<cuda::CublasLtMatmul> matmul_;
   Tensor matmul_workspace_;
+  uint64_t split_products_ = 0;
 };
 
 }  // namespace zero::backend

@@ -128,6 +128,16 @@ void CudaBackend::gemm(const cuda::GemmOperands& op) {
     // cuBLASLt's recommended workspace for Hopper; one buffer, kept for the backend's life.
     matmul_workspace_ = scratch(size_t{32} << 20);
   }
+  if (split_enabled()) {
+    const cuda::GemmSplit split = cuda::split_unaligned_dimension(op);
+    // Along k a 16-bit c is summed in scratch and copied back whole: only when contiguous.
+    const bool summable = split.along != cuda::GemmSplit::Along::kInner || op.c_f32 ||
+                          op.dtype == DType::kF32 || op.ldc == op.n;
+    if (split.along != cuda::GemmSplit::Along::kNone && summable) {
+      gemm_split(op, split);
+      return;
+    }
+  }
   if (pitch_pays(op) && gemm_pitched(op)) return;
   if (matmul_->run(op, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
     return;
@@ -144,6 +154,46 @@ void CudaBackend::gemm(const cuda::GemmOperands& op) {
     }
   }
   gemm_realigned(plain);
+}
+
+void CudaBackend::gemm_split(const cuda::GemmOperands& op, const cuda::GemmSplit& split) {
+  ++split_products_;
+  // Each part may split again along its next unaligned dimension (n, then m, then k).
+  const bool sixteen_bit_c = !op.c_f32 && op.dtype != DType::kF32;
+  if (split.along != cuda::GemmSplit::Along::kInner || !sixteen_bit_c) {
+    gemm(split.main);
+    gemm(split.tail);  // along k: beta 1, onto the main part
+    return;
+  }
+  // Along k into a 16-bit c: both parts accumulate into f32 scratch, which is rounded into c
+  // once (two roundings would put c up to a unit further from the one product it stands for).
+  const size_t cells = static_cast<size_t>(op.m) * static_cast<size_t>(op.n);
+  Tensor sum = scratch(cells * sizeof(float));
+  Tensor sum_view = Tensor::borrow(sum.raw_data(), {op.m, op.n}, DType::kF32, device(), nullptr);
+  Tensor c = Tensor::borrow(op.c, {op.m, op.n}, op.dtype, device(), nullptr);
+  cuda::GemmOperands main = split.main, tail = split.tail;
+  for (cuda::GemmOperands* part : {&main, &tail}) {
+    part->c = sum.raw_data();
+    part->ldc = op.n;
+    part->c_f32 = true;
+  }
+  if (op.beta != 0.0f) {
+    copy(sum_view, c);  // contiguous (gemm splits a 16-bit c along k only then)
+    scale(sum_view, op.beta);
+    main.beta = 1.0f;
+  }
+  gemm(main);
+  gemm(tail);
+  copy(c, sum_view);
+}
+
+bool CudaBackend::split_enabled() {
+  // ZERO_CUDA_GEMM_SPLIT=0 turns the split off (to measure it).
+  static const bool enabled = [] {
+    const char* choice = std::getenv("ZERO_CUDA_GEMM_SPLIT");
+    return choice == nullptr || std::strcmp(choice, "0") != 0;
+  }();
+  return enabled;
 }
 
 // cuBLASLt found no kernel for operands at these addresses (views at odd element offsets of a
