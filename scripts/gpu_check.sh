@@ -22,7 +22,8 @@
 #   scripts/gpu_check.sh all [WORKLOAD ...]  on the GPU machine: `run` (capped at GPU_RUN_CAP_S,
 #       default 300 s), then `speed` with what is left of GPU_ALL_BUDGET_S (default 540 s): one
 #       device call for a lease that has room for one. GPU_ALL_AB="VAR=VALUE ..." adds a run of
-#       zero alone with those settings (an A/B against the full run); GPU_ALL_SANITIZE=1 adds
+#       zero alone with those settings (an A/B against the full run); GPU_ALL_NCU=1 adds Nsight
+#       Compute reports of the attention and norm kernels (profile_kernels); GPU_ALL_SANITIZE=1 adds
 #       compute-sanitizer memcheck with the time left. Everything but the speed record comes
 #       back in run_logs.tar.gz and extra.tar.gz (the device tool returns at most 8 files).
 #   scripts/gpu_check.sh speed [WORKLOAD ...] on the GPU machine: issue 13's benchmark,
@@ -266,6 +267,32 @@ EOF
   done
 }
 
+# Nsight Compute on the first launch of each attention and norm kernel of one GPT-2 124M
+# training step (B 16, T 1024, bf16): throughput against the card's peaks, occupancy, launch
+# shape and warp stall reasons, one text report per kernel under OUT_DIR. The clocks stay as the
+# card has them (--clock-control none: leave the card's settings alone).
+profile_kernels() {
+  local out_dir=$1
+  use_bundle "" || return 1
+  if ! command -v ncu >/dev/null; then
+    echo "ncu not found"
+    return 1
+  fi
+  local kernel
+  for kernel in mma_attention_forward mma_attention_dq mma_attention_dkv layernorm_forward \
+                layernorm_dx; do
+    echo "== ncu $kernel"
+    timeout 60 ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis \
+      "$bundle/bin/zero" train --device cuda --model gpt2-124m --micro-batch 16 --seq-len 1024 \
+      --steps 1 --bf16 true --peak-tflops 989 --tiled-mlp off >"$out_dir/ncu_$kernel.txt" 2>&1
+    echo "rc $?"
+    grep -E "Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy" \
+      "$out_dir/ncu_$kernel.txt" | head -8
+  done
+}
+
 # compute-sanitizer memcheck and racecheck on the op tests: its own device call, as racecheck
 # slows kernels down many times over.
 sanitize() {
@@ -337,6 +364,10 @@ all() {
       "$0" speed "$workload" >"$extra/ab_console.log" 2>&1
   fi
   left=$((budget - (SECONDS - start)))
+  if [[ ${GPU_ALL_NCU:-0} == 1 ]] && ((left >= 100)); then
+    profile_kernels "$extra" >"$extra/ncu_console.log" 2>&1
+  fi
+  left=$((budget - (SECONDS - start)))
   if [[ ${GPU_ALL_SANITIZE:-0} == 1 ]] && ((left >= 90)); then
     OUT="$extra/sanitize" SANITIZE_TOOLS=memcheck SANITIZE_LIMIT_S=$((left - 15)) "$0" sanitize \
       >"$extra/sanitize_console.log" 2>&1
@@ -351,6 +382,10 @@ all() {
   if [[ -f $extra/ab_console.log ]]; then
     echo "== A/B: $GPU_ALL_AB"
     tail -c 900 "$extra/ab_console.log"
+  fi
+  if [[ -f $extra/ncu_console.log ]]; then
+    echo "== ncu"
+    tail -c 1500 "$extra/ncu_console.log"
   fi
   if [[ -f $extra/sanitize_console.log ]]; then
     echo "== sanitize"

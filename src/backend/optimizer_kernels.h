@@ -29,6 +29,10 @@ struct OptimizerHyper {
   bool adam_w_mode = true;     // Adam: decoupled decay (AdamW) vs. L2 added to the gradient
   double lamb_max_coeff = 10.0;  // Lamb trust-ratio clamp
   double lamb_min_coeff = 0.01;
+  // Every gradient element is multiplied by float(grad_scale) as the update reads it: gradient
+  // clipping folded into the update, with the bits Backend::scale (y *= float(alpha)) followed by
+  // an update at 1 gives, and one pass over the gradients fewer. 1 leaves the gradients as read.
+  double grad_scale = 1.0;
 };
 
 }  // namespace zero::backend

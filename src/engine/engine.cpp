@@ -310,8 +310,10 @@ void Engine::apply_update() {
     optimizer_->finish_external_step(lr);
     if (zero_->offload_param_copy().defined()) zero_->offloaded_step_done();
   } else {
-    if (coefficient < 1.0) optim::clip_gradients(be, zero_->update_grads(), coefficient);
-    optimizer_->step(be, zero_->update_params(), zero_->update_grads(), zero_->update_segments(), lr);
+    // Clipping rides in the update's gradient read (the bits of scale-then-update, one pass
+    // over the gradients fewer).
+    optimizer_->step(be, zero_->update_params(), zero_->update_grads(), zero_->update_segments(), lr,
+                     coefficient < 1.0 ? coefficient : 1.0);
   }
   zero_->publish_parameters(step_number);
   schedule_->step();

@@ -1,7 +1,6 @@
 #include "engine/partial_offload.h"
 
 #include "core/check.h"
-#include "optim/grad_clip.h"
 
 namespace zero::engine {
 
@@ -18,9 +17,10 @@ PartialOffload::PartialOffload(sharding::ZeroStage& zero, const optim::Optimizer
 void PartialOffload::step(const optim::Optimizer& optimizer, const backend::OptimizerHyper& hyper,
                           double clip_coefficient) {
   Tensor& grads = zero_.device_grads();
-  if (clip_coefficient < 1.0) optim::clip_gradients(device_, grads, clip_coefficient);
+  backend::OptimizerHyper clipped = hyper;  // clipping folded into the update's gradient read
+  clipped.grad_scale = clip_coefficient < 1.0 ? clip_coefficient : 1.0;
   device_.optimizer_update(optimizer.kind(), zero_.device_master(), grads, state_,
-                           zero_.device_segments(), hyper);
+                           zero_.device_segments(), clipped);
   zero_.device_part_updated();
 }
 

@@ -154,6 +154,9 @@ CpuOptimizerStep::CpuOptimizerStep(OptimizerKind kind, int threads) : kind_(kind
 
 void CpuOptimizerStep::step(const CpuStepBuffers& buffers, std::span<const ParamSegment> segments,
                             const backend::OptimizerHyper& hyper, double grad_scale, double clip_coefficient) {
+  ZERO_CHECK(hyper.grad_scale == 1.0,
+             "" "the offloaded step takes its scales as grad_scale and clip_coefficient, not "
+             "OptimizerHyper::grad_scale (" << hyper.grad_scale << ")");
   require_host_buffer(buffers.master, "master");
   if (buffers.master.dtype() != DType::kF32) {
     throw UnsupportedError(std::string(kOp) + ": master weights in " + dtype_name(buffers.master.dtype()) +

@@ -33,9 +33,11 @@ class Optimizer {
   const std::string& type() const { return type_; }
   // Allocates zeroed state for `numel` elements on `backend`, stored in `dtype` (f32 or bf16).
   void init_state(backend::Backend& backend, int64_t numel, DType dtype = DType::kF32);
-  // One update of `params` from `grads` over `segments` at learning rate `lr`.
+  // One update of `params` from `grads` over `segments` at learning rate `lr`, every gradient
+  // multiplied by float(grad_scale) as it is read (gradient clipping folded into the update;
+  // `grads` itself is left as it was).
   void step(backend::Backend& backend, Tensor& params, const Tensor& grads,
-            std::span<const backend::ParamSegment> segments, double lr);
+            std::span<const backend::ParamSegment> segments, double lr, double grad_scale = 1.0);
 
   // ZeRO-Offload runs the update itself (offload/cpu_optimizer.h) over state_buffers() with
   // next_hyper(lr), then counts it with finish_external_step(lr): the same hyper-parameters and

@@ -112,7 +112,7 @@ struct Reference {
     Tensor g = Tensor::zeros_host({n}, DType::kF32);
     for (int64_t i = 0; i < n; ++i) g.data<float>()[i] = read_float(grads, i);
     if (grad_scale != 1.0) cpu.scale(g, grad_scale);
-    if (clip_coefficient != 1.0) cpu.scale(g, clip_coefficient);  // as optim::clip_gradients
+    if (clip_coefficient != 1.0) cpu.scale(g, clip_coefficient);  // as clipping before an update at grad_scale 1
     std::vector<Tensor> wide;
     for (const Tensor& s : state) {
       wide.push_back(Tensor::zeros_host({n}, DType::kF32));

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <string>
 #include <numbers>
 
 #include "backend/cpu/cpu_backend.h"
@@ -44,6 +46,51 @@ TEST(Optimizers, AdamWMatchesHandComputedSteps) {
     }
   }
   EXPECT_EQ(opt->step_count(), 3);
+}
+
+// Gradient clipping is folded into the update (Optimizer::step's grad_scale): the same bits as
+// scaling the gradients first (Backend::scale, y *= float(c)) and updating at 1, for every
+// optimizer, and the gradients themselves are left as they were.
+TEST(Optimizers, ClippingFoldedIntoTheUpdateGivesTheBitsOfScalingFirst) {
+  const int64_t n = 1000;
+  const backend::ParamSegment segments[] = {{0, 600, true}, {600, 400, false}};
+  const double coefficient = 0.3711;
+  for (const char* type : {"AdamW", "Adam", "Lamb", "Lion", "Adagrad"}) {
+    backend::CpuBackend cpu;
+    Tensor params[2], grads[2];
+    std::unique_ptr<Optimizer> opts[2];
+    for (int run = 0; run < 2; ++run) {
+      params[run] = Tensor::zeros_host({n}, DType::kF32);
+      grads[run] = Tensor::zeros_host({n}, DType::kF32);
+      // "Adam" with L2 decay (adam_w_mode false) puts the decay into the clipped gradient.
+      opts[run] = std::string(type) == "Adam"
+                      ? Optimizer::create(
+                            {type, {{"lr", 0.01}, {"weight_decay", 0.1}, {"adam_w_mode", false}}},
+                            "optimizer")
+                      : Optimizer::create({type, {{"lr", 0.01}, {"weight_decay", 0.1}}}, "optimizer");
+      opts[run]->init_state(cpu, n);
+      for (int64_t i = 0; i < n; ++i) {
+        params[run].data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+      }
+    }
+    for (int step = 1; step <= 3; ++step) {
+      for (int run = 0; run < 2; ++run) {
+        for (int64_t i = 0; i < n; ++i) {
+          grads[run].data<float>()[i] = std::cos(0.11f * static_cast<float>(i * step)) * 3.0f;
+        }
+      }
+      Tensor kept = Tensor::zeros_host({n}, DType::kF32);
+      cpu.copy(kept, grads[1]);
+      cpu.scale(grads[0], coefficient);
+      opts[0]->step(cpu, params[0], grads[0], segments, 0.01);
+      opts[1]->step(cpu, params[1], grads[1], segments, 0.01, coefficient);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(params[0].data<float>()[i], params[1].data<float>()[i])
+            << type << " step " << step << " element " << i;
+        ASSERT_EQ(grads[1].data<float>()[i], kept.data<float>()[i]) << type << " gradient changed";
+      }
+    }
+  }
 }
 
 TEST(Optimizers, AdamWithL2AndLionAndAdagrad) {

@@ -33,9 +33,10 @@ void adam_segment(float* p, const float* g, float* m, float* v, int64_t n, const
   const auto decay = static_cast<float>(h.lr * wd);
   const auto l2 = static_cast<float>(wd);
   const bool decoupled = h.adam_w_mode;
+  const auto gs = static_cast<float>(h.grad_scale);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    float grad = g[i];
+    float grad = g[i] * gs;
     if (!decoupled) grad += l2 * p[i];
     m[i] = b1 * m[i] + (1.0f - b1) * grad;
     v[i] = b2 * v[i] + (1.0f - b2) * grad * grad;
@@ -56,10 +57,12 @@ void lamb_segment(float* p, const float* g, float* m, float* v, int64_t n, const
   const auto eps = static_cast<float>(h.eps);
   const auto wdf = static_cast<float>(wd);
   const auto inv_bc1 = static_cast<float>(1.0 / bc1), inv_bc2 = static_cast<float>(1.0 / bc2);
+  const auto gs = static_cast<float>(h.grad_scale);
   double p_norm_sq = 0.0, u_norm_sq = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    const float grad = g[i] * gs;
+    m[i] = b1 * m[i] + (1.0f - b1) * grad;
+    v[i] = b2 * v[i] + (1.0f - b2) * grad * grad;
     const float u = (m[i] * inv_bc1) / (std::sqrt(v[i] * inv_bc2) + eps) + wdf * p[i];
     p_norm_sq += static_cast<double>(p[i]) * p[i];
     u_norm_sq += static_cast<double>(u) * u;
@@ -80,12 +83,14 @@ void lion_segment(float* p, const float* g, float* m, int64_t n, const Optimizer
   const auto b1 = static_cast<float>(h.beta1), b2 = static_cast<float>(h.beta2);
   const auto lr = static_cast<float>(h.lr);
   const auto keep = static_cast<float>(1.0 - h.lr * wd);
+  const auto gs = static_cast<float>(h.grad_scale);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float c = b1 * m[i] + (1.0f - b1) * g[i];
+    const float grad = g[i] * gs;
+    const float c = b1 * m[i] + (1.0f - b1) * grad;
     const float sign = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
     p[i] = p[i] * keep - lr * sign;
-    m[i] = b2 * m[i] + (1.0f - b2) * g[i];
+    m[i] = b2 * m[i] + (1.0f - b2) * grad;
   }
 }
 
@@ -94,9 +99,10 @@ void adagrad_segment(float* p, const float* g, float* s, int64_t n, const Optimi
                      double wd) {
   const auto lr = static_cast<float>(h.lr), eps = static_cast<float>(h.eps);
   const auto l2 = static_cast<float>(wd);
+  const auto gs = static_cast<float>(h.grad_scale);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float grad = g[i] + l2 * p[i];
+    const float grad = g[i] * gs + l2 * p[i];
     s[i] += grad * grad;
     p[i] -= lr * grad / (std::sqrt(s[i]) + eps);
   }

@@ -28,7 +28,7 @@ struct SegmentBatch {
 
 // Per-update constants, computed on the host in double exactly as the CPU computes them.
 struct AdamConstants {
-  float b1, b2, step_size, inv_sqrt_bc2, eps;
+  float b1, b2, step_size, inv_sqrt_bc2, eps, grad_scale;
   bool decoupled;
 };
 
@@ -38,7 +38,7 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, Segmen
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
        j += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = seg.offset + j;
-    float grad = g[i];
+    float grad = g[i] * k.grad_scale;
     if (!k.decoupled) grad += seg.weight_decay * p[i];
     m[i] = k.b1 * m[i] + (1.0f - k.b1) * grad;
     v[i] = k.b2 * v[i] + (1.0f - k.b2) * grad * grad;
@@ -50,7 +50,7 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, Segmen
 }
 
 struct LionConstants {
-  float b1, b2, lr;
+  float b1, b2, lr, grad_scale;
 };
 
 __global__ void lion_kernel(float* p, const float* g, float* m, SegmentBatch batch,
@@ -60,15 +60,16 @@ __global__ void lion_kernel(float* p, const float* g, float* m, SegmentBatch bat
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
        j += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = seg.offset + j;
-    const float c = k.b1 * m[i] + (1.0f - k.b1) * g[i];
+    const float grad = g[i] * k.grad_scale;
+    const float c = k.b1 * m[i] + (1.0f - k.b1) * grad;
     const float sign = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
     p[i] = p[i] * keep - k.lr * sign;
-    m[i] = k.b2 * m[i] + (1.0f - k.b2) * g[i];
+    m[i] = k.b2 * m[i] + (1.0f - k.b2) * grad;
   }
 }
 
 struct AdagradConstants {
-  float lr, eps;
+  float lr, eps, grad_scale;
 };
 
 __global__ void adagrad_kernel(float* p, const float* g, float* s, SegmentBatch batch,
@@ -77,14 +78,14 @@ __global__ void adagrad_kernel(float* p, const float* g, float* s, SegmentBatch 
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
        j += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = seg.offset + j;
-    const float grad = g[i] + seg.weight_decay * p[i];
+    const float grad = g[i] * k.grad_scale + seg.weight_decay * p[i];
     s[i] += grad * grad;
     p[i] -= k.lr * grad / (sqrtf(s[i]) + k.eps);
   }
 }
 
 struct LambConstants {
-  float b1, b2, eps, inv_bc1, inv_bc2;
+  float b1, b2, eps, inv_bc1, inv_bc2, grad_scale;
   double lr, min_coeff, max_coeff;
 };
 
@@ -97,8 +98,9 @@ __global__ void lamb_kernel(float* p, const float* g, float* m, float* v, Segmen
   double p_norm_sq = 0.0, u_norm_sq = 0.0;
   for (int64_t j = threadIdx.x; j < seg.length; j += blockDim.x) {
     const int64_t i = seg.offset + j;
-    m[i] = k.b1 * m[i] + (1.0f - k.b1) * g[i];
-    v[i] = k.b2 * v[i] + (1.0f - k.b2) * g[i] * g[i];
+    const float grad = g[i] * k.grad_scale;
+    m[i] = k.b1 * m[i] + (1.0f - k.b1) * grad;
+    v[i] = k.b2 * v[i] + (1.0f - k.b2) * grad * grad;
     const float u = (m[i] * k.inv_bc1) / (sqrtf(v[i] * k.inv_bc2) + k.eps) + wd * p[i];
     p_norm_sq += static_cast<double>(p[i]) * p[i];
     u_norm_sq += static_cast<double>(u) * u;
@@ -147,7 +149,8 @@ void launch_optimizer_update(OptimizerKind kind, float* params, const float* gra
         const AdamConstants k{
             static_cast<float>(h.beta1),    static_cast<float>(h.beta2),
             static_cast<float>(h.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
-            static_cast<float>(h.eps),      h.adam_w_mode};
+            static_cast<float>(h.eps),      static_cast<float>(h.grad_scale),
+            h.adam_w_mode};
         adam_kernel<<<grid, kThreads, 0, stream>>>(params, grads, state0, state1, batch, k);
         break;
       }
@@ -157,6 +160,7 @@ void launch_optimizer_update(OptimizerKind kind, float* params, const float* gra
                               static_cast<float>(h.eps),
                               static_cast<float>(1.0 / bc1),
                               static_cast<float>(1.0 / bc2),
+                              static_cast<float>(h.grad_scale),
                               h.lr,
                               h.lamb_min_coeff,
                               h.lamb_max_coeff};
@@ -166,12 +170,13 @@ void launch_optimizer_update(OptimizerKind kind, float* params, const float* gra
       }
       case OptimizerKind::kLion: {
         const LionConstants k{static_cast<float>(h.beta1), static_cast<float>(h.beta2),
-                              static_cast<float>(h.lr)};
+                              static_cast<float>(h.lr), static_cast<float>(h.grad_scale)};
         lion_kernel<<<grid, kThreads, 0, stream>>>(params, grads, state0, batch, k);
         break;
       }
       case OptimizerKind::kAdagrad: {
-        const AdagradConstants k{static_cast<float>(h.lr), static_cast<float>(h.eps)};
+        const AdagradConstants k{static_cast<float>(h.lr), static_cast<float>(h.eps),
+                                 static_cast<float>(h.grad_scale)};
         adagrad_kernel<<<grid, kThreads, 0, stream>>>(params, grads, state0, batch, k);
         break;
       }
