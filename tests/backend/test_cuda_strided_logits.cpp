@@ -249,8 +249,10 @@ TEST_F(CudaStridedLogits, CrossEntropyOnPaddedRowsMatchesTheCpuInPlaceAndOutOfPl
 
 // GPT-2's case at test size: 2048 x 768 x 1001 bf16 (3.1 GFLOP per product, past the 2 GFLOP
 // where unaligned rows get pitched copies). With y and dy in padded rows no copy is made: the
-// only workspace alive is cuBLASLt's own buffer, whereas the same product into exact rows
-// allocates pitched scratch (the control, which shows the measure can see a copy).
+// only workspace alive besides cuBLASLt's own buffer is the f32 sum of dx, whose inner
+// dimension 1001 is split into 896 + 105 (cuda_gemm_split.h; none with ZERO_CUDA_GEMM_SPLIT=0),
+// whereas the same product into exact rows allocates pitched scratch (the control, which shows
+// the measure can see a copy).
 TEST_F(CudaStridedLogits, ALargeProductOnPaddedRowsRunsWithoutPitchedCopies) {
   const int64_t rows = 2048, in = 768, out = 1001;
   const DType dtype = DType::kBF16;
@@ -278,12 +280,20 @@ TEST_F(CudaStridedLogits, ALargeProductOnPaddedRowsRunsWithoutPitchedCopies) {
   Padded gdy = upload_padded(gpu(), dy, rows, out, pitch, dtype);
   Tensor gdx = gpu().empty({rows, in}, dtype, MemoryCategory::kOther);
   Tensor gdw = gpu().zeros({out, in}, dtype, MemoryCategory::kOther);
+  const char* split_env = std::getenv("ZERO_CUDA_GEMM_SPLIT");
+  const bool split = split_env == nullptr || std::string(split_env) != "0";
+  const size_t dx_sum_bytes = split ? static_cast<size_t>(rows * in) * sizeof(float) : 0;
+  const uint64_t splits_before = gpu().split_products();
   EXPECT_EQ(extra_workspace([&] {
               gpu().linear_forward(gy.view, gx, gw, nullptr);
               gpu().linear_backward(&gdx, gdw, nullptr, gdy.view, gx, gw);
             }),
-            0u)
+            dx_sum_bytes)
       << "a padded logits product made scratch copies";
+  // y split along n, dw along m, dx along k.
+  if (split) {
+    EXPECT_EQ(gpu().split_products() - splits_before, 3u);
+  }
   expect_padding_untouched(gpu(), gy, "large y");
   expect_padding_untouched(gpu(), gdy, "large dy");
 
