@@ -140,6 +140,20 @@ void Backend::add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Te
   rmsnorm_forward(y, rstd, sum, weight, eps);
 }
 
+void Backend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
+  ZERO_CHECK(acc.dtype() == DType::kF32 && x.dtype() == DType::kF32 && acc.numel() == x.numel(),
+             "add_rounded: " << acc.describe() << " += " << x.describe());
+  if (through == DType::kF32) {
+    add(acc, x, 1.0);
+    return;
+  }
+  Tensor stored = empty({x.numel()}, through, MemoryCategory::kWorkspace);
+  copy(stored, x);
+  Tensor wide = empty({x.numel()}, DType::kF32, MemoryCategory::kWorkspace);
+  copy(wide, stored);
+  add(acc, wide, 1.0);
+}
+
 double Backend::squared_norm(const Tensor& x) {
   Tensor out = empty({1}, DType::kF64, MemoryCategory::kWorkspace);
   sum_squares(out, x, false);

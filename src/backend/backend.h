@@ -146,6 +146,11 @@ class Backend {
                                         int64_t first_index) = 0;
   // y += alpha * x (same shape, contiguous, same floating dtype).
   virtual void add(Tensor& y, const Tensor& x, double alpha) = 0;
+  // acc += x rounded to `through` first (acc and x f32, contiguous, same numel): what storing x
+  // in `through`, reading it back and adding it gives, bit for bit - a micro-batch gradient kept
+  // as a 16-bit storage would keep it, summed into an f32 accumulator. The default composes
+  // copy, copy and add; a device backend fuses them (one pass over x and acc instead of three).
+  virtual void add_rounded(Tensor& acc, const Tensor& x, DType through);
   // y *= alpha (y may be row-strided).
   virtual void scale(Tensor& y, double alpha) = 0;
 

@@ -318,11 +318,16 @@ void ZeroStage::accept_unit_gradient(size_t v) {
   const UnitPartition& part = layout_.unit(v);
   Tensor real = grad.view(0, {part.numel});
   // The micro-batch gradient as the GPU path stores it: in the parameters' dtype.
-  round_through(backend_, real, precision_.param);
   if (stage_ >= 2) {
+    round_through(backend_, real, precision_.param);
     reducer_->add(v, grad, partition_grads_);
+    return;
+  }
+  Tensor acc = accumulator_.view(part.flat_begin, {part.numel});
+  if (acc.dtype() == DType::kF32) {
+    backend_.add_rounded(acc, real, precision_.param);  // one fused pass on a device
   } else {
-    Tensor acc = accumulator_.view(part.flat_begin, {part.numel});
+    round_through(backend_, real, precision_.param);
     accumulate(backend_, acc, real);
   }
 }

@@ -68,6 +68,28 @@ TEST_F(CudaOps, AddAndScaleMatchTheCpuBitForBit) {
   }
 }
 
+// The fused acc += round(x) (the micro-batch gradient rounded to the parameters' dtype, summed
+// into the f32 accumulator) gives the CPU's composition of copy, copy and add bit for bit: on
+// 16-byte-aligned buffers (four elements per access, then a tail) and on views at an odd offset.
+TEST_F(CudaOps, AddRoundedMatchesCopyCopyAddBitForBit) {
+  const int64_t n = 1003;
+  const std::vector<float> acc0 = random_values(n + 1, 50, -3.0f, 3.0f);
+  const std::vector<float> x = random_values(n + 1, 51, -70000.0f, 70000.0f);
+  for (DType through : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (int64_t offset : {0, 1}) {
+      std::vector<uint8_t> results[2];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor acc = upload(*be, acc0, {n + 1}, DType::kF32).view(offset, {n});
+        Tensor tx = upload(*be, x, {n + 1}, DType::kF32).view(offset, {n});
+        be->add_rounded(acc, tx, through);
+        results[slot++] = download_bytes(*be, acc);
+      }
+      EXPECT_EQ(results[0], results[1]) << dtype_name(through) << " offset " << offset;
+    }
+  }
+}
+
 TEST_F(CudaOps, MatmulMatchesTheCpuForEveryTransposeAndDtype) {
   const int64_t m = 37, n = 53, k = 71;
   for (DType dtype : kStorageTypes) {

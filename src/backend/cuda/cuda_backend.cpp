@@ -441,6 +441,17 @@ void CudaBackend::add(Tensor& y, const Tensor& x, double alpha) {
   cuda::launch_add(y.raw_data(), y.dtype(), x.raw_data(), x.dtype(), y.numel(), alpha, current());
 }
 
+void CudaBackend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
+  const Checks check(device(), "add_rounded");
+  check.contiguous(acc, "acc").contiguous(x, "x").dtype(acc, DType::kF32, "acc").dtype(x, DType::kF32, "x");
+  if (acc.numel() != x.numel()) {
+    check.fail("acc " + shape_to_string(acc.shape()) + " and x " + shape_to_string(x.shape()) +
+               " differ in size");
+  }
+  cuda::launch_add_rounded(static_cast<float*>(acc.raw_data()), static_cast<const float*>(x.raw_data()),
+                           through, acc.numel(), current());
+}
+
 void CudaBackend::scale(Tensor& y, double alpha) {
   if (y.is_contiguous() || y.numel() == 0) {
     Checks(device(), "scale").here(y, "y");

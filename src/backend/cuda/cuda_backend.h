@@ -89,6 +89,7 @@ class CudaBackend final : public Backend {
   void stochastic_round_to_bf16(Tensor& dst, const Tensor& src, uint64_t seed,
                                 int64_t first_index) override;
   void add(Tensor& y, const Tensor& x, double alpha) override;
+  void add_rounded(Tensor& acc, const Tensor& x, DType through) override;
   void scale(Tensor& y, double alpha) override;
   void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
               double alpha, double beta) override;

@@ -68,6 +68,34 @@ __global__ void add_kernel(Y* y, const X* x, float alpha, int64_t n) {
   }
 }
 
+// acc += x rounded to R: store_f32 rounds as the conversion kernel does, load_f32 widens back,
+// and 1.0f * v + acc is add_kernel's arithmetic at alpha 1 - so the bits of convert, convert,
+// add. Four elements per 16-byte access where acc and x allow it.
+template <typename R>
+__global__ void add_rounded_kernel(float* acc, const float* x, int64_t n) {
+  const auto rounded = [](float v) {
+    R stored;
+    store_f32(&stored, 0, v);
+    return load_f32(&stored, 0);
+  };
+  const bool vectors = reinterpret_cast<uintptr_t>(acc) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const int64_t quads = vectors ? n / 4 : 0;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < quads; q += stride) {
+    const float4 v = reinterpret_cast<const float4*>(x)[q];
+    float4 a = reinterpret_cast<float4*>(acc)[q];
+    a.x = a.x + 1.0f * rounded(v.x);
+    a.y = a.y + 1.0f * rounded(v.y);
+    a.z = a.z + 1.0f * rounded(v.z);
+    a.w = a.w + 1.0f * rounded(v.w);
+    reinterpret_cast<float4*>(acc)[q] = a;
+  }
+  for (int64_t i = 4 * quads + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
+    acc[i] = acc[i] + 1.0f * rounded(x[i]);
+  }
+}
+
 template <typename T>
 __global__ void scale_kernel(T* y, float alpha, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -190,6 +218,16 @@ void launch_add(void* y, DType y_dtype, const void* x, DType x_dtype, int64_t n,
       add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
           static_cast<Y*>(y), static_cast<const X*>(x), static_cast<float>(alpha), n);
     });
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add_rounded(float* acc, const float* x, DType through, int64_t n,
+                        cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_storage(through, "add_rounded", [&](auto tag) {
+    using R = decltype(tag);
+    add_rounded_kernel<R><<<grid_for((n + 3) / 4, kThreads), kThreads, 0, stream>>>(acc, x, n);
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

@@ -49,6 +49,9 @@ void launch_stochastic_round_to_bf16(void* dst, const float* src, int64_t n, uin
 // add mixes storage dtypes as the CPU's f32 twins do (an f32 accumulator += bf16 gradients).
 void launch_add(void* y, DType y_dtype, const void* x, DType x_dtype, int64_t n, double alpha,
                 cudaStream_t stream);
+// acc (f32) += x (f32) rounded to `through` (f32, bf16 or f16) first: Backend::add_rounded.
+void launch_add_rounded(float* acc, const float* x, DType through, int64_t n,
+                        cudaStream_t stream);
 void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t stream);
 // y *= alpha on a row-strided [rows, cols] view: row r's cols elements start at y + r * pitch
 // (pitch >= cols); the elements between rows are not touched.

@@ -121,6 +121,11 @@ void ProfilingBackend::add(Tensor& y, const Tensor& x, double alpha) {
         [&] { inner_->add(y, x, alpha); });
 }
 
+void ProfilingBackend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
+  timed("add_rounded", [&] { return elementwise(shapes({{"acc", &acc}}), acc); },
+        [&] { inner_->add_rounded(acc, x, through); });
+}
+
 void ProfilingBackend::scale(Tensor& y, double alpha) {
   timed("scale", [&] { return elementwise(shapes({{"y", &y}}), y); },
         [&] { inner_->scale(y, alpha); });
