@@ -1,8 +1,11 @@
-// LayerNorm forward and backward over the last dimension. One block per row for the row
-// reductions (mean, variance, the two dx sums), f32 throughout; the weight and bias gradients
-// are summed per block of norm_row_block(rows) rows (each thread one channel, rows in order) and the
-// blocks then added in order: deterministic, no atomics.
+// LayerNorm forward and backward over the last dimension, f32 throughout. The row reductions
+// (mean, variance, the two dx sums) run a warp per row on 16-byte vectors held in registers
+// (cuda_norm_vector.cuh) where the rows allow it, else a block per row; the weight and bias
+// gradients are summed per block of norm_row_block(rows) rows (each thread one channel, or one
+// vector of channels, rows in order) and the blocks then added in order: deterministic, no
+// atomics.
 #include "backend/cuda/cuda_norm_common.cuh"
+#include "backend/cuda/cuda_layernorm_rows.cuh"
 
 namespace zero::backend::cuda {
 namespace {
@@ -97,6 +100,18 @@ void launch_layernorm_forward(void* y, float* mean, float* rstd, const void* x, 
   if (rows == 0) return;
   dispatch_storage(dtype, "layernorm_forward", [&](auto tag) {
     using T = decltype(tag);
+    const int vectors = norm_vectors_per_lane<T>(channels, kNormForwardMaxVectors,
+                                                 {y, x, weight, bias, sum, residual});
+    if (vectors > 0) {
+      dispatch_norm_vectors<kNormForwardMaxVectors>(vectors, [&](auto per_lane) {
+        layernorm_forward_rows_kernel<T, decltype(per_lane)::value>
+            <<<norm_warp_row_grid(rows), kNormRowThreads, 0, stream>>>(
+                static_cast<T*>(y), mean, rstd, static_cast<const T*>(x),
+                static_cast<const T*>(weight), static_cast<const T*>(bias), rows, channels, eps,
+                static_cast<T*>(sum), static_cast<const T*>(residual));
+      });
+      return;
+    }
     layernorm_forward_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
         static_cast<T*>(y), mean, rstd, static_cast<const T*>(x), static_cast<const T*>(weight),
         static_cast<const T*>(bias), rows, channels, eps, static_cast<T*>(sum),
@@ -118,14 +133,35 @@ void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void*
   dispatch_storage(dtype, "layernorm_backward", [&](auto tag) {
     using T = decltype(tag);
     // The partials read dy first: dx may be dy's buffer.
-    layernorm_partials_kernel<T>
-        <<<dim3(channel_tiles, static_cast<unsigned>(blocks)), kNormThreads, 0, stream>>>(
-            partial_w, partial_b, static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd,
-            rows, channels, norm_row_block(rows));
+    if (norm_rows_are_vectors<T>(channels, {dy, x})) {
+      const int64_t vector_columns = channels / kNormLanes<T>;
+      const auto tiles = static_cast<unsigned>(
+          (vector_columns + kNormPartialThreads - 1) / kNormPartialThreads);
+      layernorm_partials_vector_kernel<T>
+          <<<dim3(tiles, static_cast<unsigned>(blocks)), kNormPartialThreads, 0, stream>>>(
+              partial_w, partial_b, static_cast<const T*>(dy), static_cast<const T*>(x), mean,
+              rstd, rows, channels, norm_row_block(rows));
+    } else {
+      layernorm_partials_kernel<T>
+          <<<dim3(channel_tiles, static_cast<unsigned>(blocks)), kNormThreads, 0, stream>>>(
+              partial_w, partial_b, static_cast<const T*>(dy), static_cast<const T*>(x), mean,
+              rstd, rows, channels, norm_row_block(rows));
+    }
     ZERO_CUDA_CHECK_LAUNCH();
-    layernorm_dx_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
-        static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
-        static_cast<const T*>(weight), mean, rstd, rows, channels);
+    const int vectors = norm_vectors_per_lane<T>(channels, kNormBackwardMaxVectors,
+                                                 {dx, dy, x, weight});
+    if (vectors > 0) {
+      dispatch_norm_vectors<kNormBackwardMaxVectors>(vectors, [&](auto per_lane) {
+        layernorm_dx_rows_kernel<T, decltype(per_lane)::value>
+            <<<norm_warp_row_grid(rows), kNormRowThreads, 0, stream>>>(
+                static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
+                static_cast<const T*>(weight), mean, rstd, rows, channels);
+      });
+    } else {
+      layernorm_dx_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
+          static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
+          static_cast<const T*>(weight), mean, rstd, rows, channels);
+    }
     ZERO_CUDA_CHECK_LAUNCH();
     dispatch_grad<T>(grad_dtype, [&](auto grad_tag) {
       using G = decltype(grad_tag);

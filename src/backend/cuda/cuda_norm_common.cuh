@@ -1,6 +1,7 @@
 // Shared pieces of the LayerNorm and RMSNorm kernels: the weight-gradient finishing pass (the
 // per-row-block partial sums added in block order into the accumulating gradient) and the
-// launch geometry.
+// launch geometry of the block-per-row kernels (the fallback where the warp-per-row kernels of
+// cuda_norm_vector.cuh cannot run).
 #pragma once
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -23,7 +24,9 @@ inline unsigned norm_row_grid(int64_t rows) {
 
 // The fused residual add of the forward norms: with a residual, row r's x + residual is stored
 // to sum_out (rounded to T, as the add op rounds it) and that stored row is what gets
-// normalised; each thread reads back only the elements it wrote. Without one, x's row.
+// normalised; each thread reads back only the elements it wrote. Without one, x's row. (The
+// block-per-row kernels' version; norm_load_input in cuda_norm_vector.cuh is the warp-per-row
+// one, with the same rounding.)
 template <typename T>
 __device__ __forceinline__ const T* norm_input_row(const T* x, T* sum_out, const T* residual,
                                                    int64_t r, int64_t channels) {

@@ -1,6 +1,8 @@
 // RMSNorm forward and backward over the last dimension: the LayerNorm scheme without the mean
-// (one block per row for the row sums, deterministic per-row-block weight-gradient partials).
+// (a warp per row on 16-byte vectors in registers where the rows allow it, else a block per row,
+// for the row sums; deterministic per-row-block weight-gradient partials).
 #include "backend/cuda/cuda_norm_common.cuh"
+#include "backend/cuda/cuda_rmsnorm_rows.cuh"
 
 namespace zero::backend::cuda {
 namespace {
@@ -70,6 +72,17 @@ void launch_rmsnorm_forward(void* y, float* rstd, const void* x, const void* wei
   if (rows == 0) return;
   dispatch_storage(dtype, "rmsnorm_forward", [&](auto tag) {
     using T = decltype(tag);
+    const int vectors = norm_vectors_per_lane<T>(channels, kNormForwardMaxVectors,
+                                                 {y, x, weight, sum, residual});
+    if (vectors > 0) {
+      dispatch_norm_vectors<kNormForwardMaxVectors>(vectors, [&](auto per_lane) {
+        rmsnorm_forward_rows_kernel<T, decltype(per_lane)::value>
+            <<<norm_warp_row_grid(rows), kNormRowThreads, 0, stream>>>(
+                static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(weight),
+                rows, channels, eps, static_cast<T*>(sum), static_cast<const T*>(residual));
+      });
+      return;
+    }
     rmsnorm_forward_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
         static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(weight), rows,
         channels, eps, static_cast<T*>(sum), static_cast<const T*>(residual));
@@ -89,14 +102,35 @@ void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void
   dispatch_storage(dtype, "rmsnorm_backward", [&](auto tag) {
     using T = decltype(tag);
     // The partials read dy first: dx may be dy's buffer.
-    rmsnorm_partials_kernel<T>
-        <<<dim3(channel_tiles, static_cast<unsigned>(blocks)), kNormThreads, 0, stream>>>(
-            partial, static_cast<const T*>(dy), static_cast<const T*>(x), rstd, rows, channels,
-            norm_row_block(rows));
+    if (norm_rows_are_vectors<T>(channels, {dy, x})) {
+      const int64_t vector_columns = channels / kNormLanes<T>;
+      const auto tiles = static_cast<unsigned>(
+          (vector_columns + kNormPartialThreads - 1) / kNormPartialThreads);
+      rmsnorm_partials_vector_kernel<T>
+          <<<dim3(tiles, static_cast<unsigned>(blocks)), kNormPartialThreads, 0, stream>>>(
+              partial, static_cast<const T*>(dy), static_cast<const T*>(x), rstd, rows, channels,
+              norm_row_block(rows));
+    } else {
+      rmsnorm_partials_kernel<T>
+          <<<dim3(channel_tiles, static_cast<unsigned>(blocks)), kNormThreads, 0, stream>>>(
+              partial, static_cast<const T*>(dy), static_cast<const T*>(x), rstd, rows, channels,
+              norm_row_block(rows));
+    }
     ZERO_CUDA_CHECK_LAUNCH();
-    rmsnorm_dx_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
-        static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
-        static_cast<const T*>(weight), rstd, rows, channels);
+    const int vectors = norm_vectors_per_lane<T>(channels, kNormBackwardMaxVectors,
+                                                 {dx, dy, x, weight});
+    if (vectors > 0) {
+      dispatch_norm_vectors<kNormBackwardMaxVectors>(vectors, [&](auto per_lane) {
+        rmsnorm_dx_rows_kernel<T, decltype(per_lane)::value>
+            <<<norm_warp_row_grid(rows), kNormRowThreads, 0, stream>>>(
+                static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
+                static_cast<const T*>(weight), rstd, rows, channels);
+      });
+    } else {
+      rmsnorm_dx_kernel<T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
+          static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
+          static_cast<const T*>(weight), rstd, rows, channels);
+    }
     ZERO_CUDA_CHECK_LAUNCH();
     dispatch_grad<T>(grad_dtype, [&](auto grad_tag) {
       using G = decltype(grad_tag);
