@@ -7,7 +7,7 @@
 #       Debian packages): configures BUILD_DIR (default build/gpu: CUDA on; benchmarks and
 #       -march=native off), builds the `cuda` tests and the zero CLI, and packs them with every
 #       shared library `ldd` names that the GPU machine lacks, and a relocatable OpenMPI, into
-#       build/gpu-bundle/bundle.tar.xz (git-ignored, about 35 MB with xz; name build/gpu-bundle
+#       build/gpu-bundle/bundle.tar.xz (git-ignored, about 25 MB with xz; name build/gpu-bundle
 #       in the device tool's `carry`). The CUDA
 #       libraries (cudart, cuBLASLt) are not packed: the GPU machine's CUDA 13 provides them.
 #   scripts/gpu_check.sh run [BUNDLE]       on the GPU machine: prints the device, runs the `cuda`
@@ -41,7 +41,7 @@ cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vo
             backend_test_cuda_strided_logits backend_test_cuda_cross_entropy_paths
             backend_test_cuda_mixed_gradients engine_test_cuda_training backend_test_cuda_nccl
             model_test_cuda_hf_reference tools_test_cuda_train_cli engine_test_cuda_offload
-            backend_test_cuda_gemm_split)
+            backend_test_cuda_gemm_split backend_test_cuda_norms backend_test_cuda_pointwise_vectors)
 # Multi-rank GPU tests, run as `mpirun -np 2` (ranks sharing the one GPU through HostStagedComm).
 mpi_cuda_tests=(engine_mpi_test_cuda_host_staged)
 
@@ -78,8 +78,11 @@ pack() {
   mkdir -p "$root/build/gpu-bundle"
   # The commit the binaries were built from (the GPU machine's copy may have no .git).
   git -C "$root" describe --always --dirty >"$bundle/COMMIT" 2>/dev/null || echo unknown >"$bundle/COMMIT"
-  # xz: a third smaller than gzip (the test binaries each carry the kernels' fatbin).
-  tar -cJf "$root/build/gpu-bundle/bundle.tar.xz" -C "$bundle" bin lib ompi pmix2 COMMIT
+  # xz with a dictionary larger than the whole tar: every test binary carries the same ~18 MB
+  # fatbin of the kernels, which the window then stores once (178 MB with xz's default 8 MiB
+  # window, 24 MB with this one; decompressing needs 256 MiB of memory).
+  tar -cf - -C "$bundle" bin lib ompi pmix2 COMMIT |
+    xz -T2 --lzma2=preset=6,dict=256MiB >"$root/build/gpu-bundle/bundle.tar.xz"
   rm -rf "$bundle"
   echo "bundle: build/gpu-bundle/bundle.tar.xz ($(du -sh "$root/build/gpu-bundle/bundle.tar.xz" | cut -f1))"
   # The device tool carries at most 64 MiB: say so here rather than at the device.
