@@ -249,9 +249,9 @@ TEST_F(CudaStridedLogits, CrossEntropyOnPaddedRowsMatchesTheCpuInPlaceAndOutOfPl
 
 // GPT-2's case at test size: 2048 x 768 x 1001 bf16 (3.1 GFLOP per product, past the 2 GFLOP
 // where unaligned rows get pitched copies). With y and dy in padded rows no copy is made: the
-// only workspace alive besides cuBLASLt's own buffer is the f32 sum of dx, whose inner
-// dimension 1001 is split into 896 + 105 (cuda_gemm_split.h; none with ZERO_CUDA_GEMM_SPLIT=0),
-// whereas the same product into exact rows allocates pitched scratch (the control, which shows
+// only workspace alive besides cuBLASLt's own buffer is an f32 sum: of dx, whose inner dimension
+// 1001 is split into 896 + 105 (cuda_gemm_split.h), or without the split (ZERO_CUDA_GEMM_SPLIT=0)
+// the smaller one of the bf16 dw the product adds to (gemm_through_f32), whereas the same product into exact rows allocates pitched scratch (the control, which shows
 // the measure can see a copy).
 TEST_F(CudaStridedLogits, ALargeProductOnPaddedRowsRunsWithoutPitchedCopies) {
   const int64_t rows = 2048, in = 768, out = 1001;
@@ -282,13 +282,14 @@ TEST_F(CudaStridedLogits, ALargeProductOnPaddedRowsRunsWithoutPitchedCopies) {
   Tensor gdw = gpu().zeros({out, in}, dtype, MemoryCategory::kOther);
   const char* split_env = std::getenv("ZERO_CUDA_GEMM_SPLIT");
   const bool split = split_env == nullptr || std::string(split_env) != "0";
-  const size_t dx_sum_bytes = split ? static_cast<size_t>(rows * in) * sizeof(float) : 0;
+  const size_t f32_sum_bytes = split ? static_cast<size_t>(rows * in) * sizeof(float)
+                                    : static_cast<size_t>(out * in) * sizeof(float);
   const uint64_t splits_before = gpu().split_products();
   EXPECT_EQ(extra_workspace([&] {
               gpu().linear_forward(gy.view, gx, gw, nullptr);
               gpu().linear_backward(&gdx, gdw, nullptr, gdy.view, gx, gw);
             }),
-            dx_sum_bytes)
+            f32_sum_bytes)
       << "a padded logits product made scratch copies";
   // y split along n, dw along m, dx along k.
   if (split) {

@@ -173,9 +173,9 @@ class CudaBackend final : public Backend {
   // Matrix products (cuda_backend_matmul.cpp).
   void gemm(const cuda::GemmOperands& op);
   void gemm_realigned(const cuda::GemmOperands& op);
-  // The product as its main part and tail (cuda_gemm_split.h); a 16-bit c split along k is
-  // summed in f32 scratch and rounded once.
-  void gemm_split(const cuda::GemmOperands& op, const cuda::GemmSplit& split);
+  // A 16-bit contiguous c added to (beta != 0) or split along k: the product summed in f32
+  // scratch (split there as gemm decides) and rounded into c once.
+  void gemm_through_f32(const cuda::GemmOperands& op);
   // False when ZERO_CUDA_GEMM_SPLIT=0.
   static bool split_enabled();
   // Whether a product is big enough and has rows that are not 16-byte aligned, so pitched

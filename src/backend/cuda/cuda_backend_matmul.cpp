@@ -128,13 +128,25 @@ void CudaBackend::gemm(const cuda::GemmOperands& op) {
     // cuBLASLt's recommended workspace for Hopper; one buffer, kept for the backend's life.
     matmul_workspace_ = scratch(size_t{32} << 20);
   }
+  // A 16-bit c that the product adds to, or that two parts along k add up: summed in f32 and
+  // rounded once (gemm_through_f32). Only a contiguous c: it is copied whole.
+  const bool sixteen_bit_c = !op.c_f32 && op.dtype != DType::kF32;
+  const bool summable = sixteen_bit_c && op.ldc == op.n && op.bias == nullptr;
+  if (summable && op.beta != 0.0f) {
+    gemm_through_f32(op);
+    return;
+  }
   if (split_enabled()) {
     const cuda::GemmSplit split = cuda::split_unaligned_dimension(op);
-    // Along k a 16-bit c is summed in scratch and copied back whole: only when contiguous.
-    const bool summable = split.along != cuda::GemmSplit::Along::kInner || op.c_f32 ||
-                          op.dtype == DType::kF32 || op.ldc == op.n;
-    if (split.along != cuda::GemmSplit::Along::kNone && summable) {
-      gemm_split(op, split);
+    const bool inner = split.along == cuda::GemmSplit::Along::kInner;
+    if (inner && summable) {
+      gemm_through_f32(op);  // splits there, both parts adding into the f32 sum
+      return;
+    }
+    if (split.along != cuda::GemmSplit::Along::kNone && !(inner && sixteen_bit_c)) {
+      ++split_products_;
+      gemm(split.main);  // each part may split again along its next unaligned dimension
+      gemm(split.tail);  // along k: beta 1, onto the main part
       return;
     }
   }
@@ -156,34 +168,26 @@ void CudaBackend::gemm(const cuda::GemmOperands& op) {
   gemm_realigned(plain);
 }
 
-void CudaBackend::gemm_split(const cuda::GemmOperands& op, const cuda::GemmSplit& split) {
-  ++split_products_;
-  // Each part may split again along its next unaligned dimension (n, then m, then k).
-  const bool sixteen_bit_c = !op.c_f32 && op.dtype != DType::kF32;
-  if (split.along != cuda::GemmSplit::Along::kInner || !sixteen_bit_c) {
-    gemm(split.main);
-    gemm(split.tail);  // along k: beta 1, onto the main part
-    return;
-  }
-  // Along k into a 16-bit c: both parts accumulate into f32 scratch, which is rounded into c
-  // once (two roundings would put c up to a unit further from the one product it stands for).
+// c (16-bit, contiguous) = alpha op(a) op(b) + beta c through an f32 sum: cuBLASLt rounds more
+// than once where it adds to a 16-bit c (an H200: 2 bf16 units off for beta = 1, dw-like
+// products, mechanism not established) and the two parts of a k split would round twice. The
+// sum starts as beta c (or is overwritten), takes the product in f32 - split there if it pays -
+// and is rounded into c once.
+void CudaBackend::gemm_through_f32(const cuda::GemmOperands& op) {
   const size_t cells = static_cast<size_t>(op.m) * static_cast<size_t>(op.n);
   Tensor sum = scratch(cells * sizeof(float));
   Tensor sum_view = Tensor::borrow(sum.raw_data(), {op.m, op.n}, DType::kF32, device(), nullptr);
   Tensor c = Tensor::borrow(op.c, {op.m, op.n}, op.dtype, device(), nullptr);
-  cuda::GemmOperands main = split.main, tail = split.tail;
-  for (cuda::GemmOperands* part : {&main, &tail}) {
-    part->c = sum.raw_data();
-    part->ldc = op.n;
-    part->c_f32 = true;
-  }
+  cuda::GemmOperands wide = op;
+  wide.c = sum.raw_data();
+  wide.ldc = op.n;
+  wide.c_f32 = true;
   if (op.beta != 0.0f) {
-    copy(sum_view, c);  // contiguous (gemm splits a 16-bit c along k only then)
-    scale(sum_view, op.beta);
-    main.beta = 1.0f;
+    copy(sum_view, c);
+    if (op.beta != 1.0f) scale(sum_view, op.beta);
+    wide.beta = 1.0f;
   }
-  gemm(main);
-  gemm(tail);
+  gemm(wide);
   copy(c, sum_view);
 }
 
@@ -290,15 +294,18 @@ void CudaBackend::linear_product(Tensor& y, int64_t ldy, const Tensor& x, const 
   op.ldb = in;
   op.c = y.raw_data();
   op.ldc = ldy;
-  if (bias != nullptr && reinterpret_cast<uintptr_t>(bias->raw_data()) % 16 == 0) {
-    op.bias = bias->raw_data();  // cuBLASLt's bias epilogue (16-byte aligned vectors only)
-    gemm(op);
-    return;
+  Tensor aligned_bias;
+  if (bias != nullptr && reinterpret_cast<uintptr_t>(bias->raw_data()) % 16 != 0) {
+    // A bias at an unaligned offset of the flat parameter buffer: an aligned copy (out
+    // elements) for the epilogue, rather than a broadcast into y that the product then adds to.
+    aligned_bias = scratch(bias->nbytes());
+    ZERO_CUDA_CHECK(cudaMemcpyAsync(aligned_bias.raw_data(), bias->raw_data(), bias->nbytes(),
+                                    cudaMemcpyDeviceToDevice, current()));
   }
-  if (bias != nullptr && rows > 0 && out > 0) {
-    // A bias at an unaligned offset of the flat parameter buffer: broadcast, then add on top.
-    cuda::launch_broadcast_rows(y.raw_data(), bias->raw_data(), y.dtype(), rows, out, current());
-    op.beta = 1.0f;
+  if (bias != nullptr) {
+    // cuBLASLt's bias epilogue (16-byte aligned vectors only); gemm falls back to broadcasting
+    // where cuBLASLt has no such kernel for the shape.
+    op.bias = aligned_bias.defined() ? aligned_bias.raw_data() : bias->raw_data();
   }
   gemm(op);
 }
