@@ -16,7 +16,8 @@
 #       on the tiny GPT-2 and Llama models (f32 and bf16), TensorBoard loading zero's event files
 #       (scripts/tensorboard_check.py), and a summary table last.
 #   scripts/gpu_check.sh sanitize [BUNDLE]  on the GPU machine: compute-sanitizer memcheck and
-#       racecheck on the op tests (a device call of its own: racecheck is slow).
+#       racecheck on the op tests (a device call of its own: racecheck is slow). SANITIZE_TOOLS,
+#       SANITIZE_LIMIT_S (per tool) and SANITIZE_FILTER (a gtest filter) narrow it.
 #   scripts/gpu_check.sh build              on the GPU machine: tries a configure and build in
 #       place and says which dependency is missing (the fallback when no bundle was carried).
 #   scripts/gpu_check.sh all [WORKLOAD ...]  on the GPU machine: `run` (capped at GPU_RUN_CAP_S,
@@ -311,7 +312,7 @@ sanitize() {
     echo "== compute-sanitizer $tool (op tests)"
     timeout "${SANITIZE_LIMIT_S:-280}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bundle/bin/backend_test_cuda_ops" --gtest_color=no \
-      --gtest_filter='CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*' \
+      --gtest_filter="${SANITIZE_FILTER:-CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*}" \
       >"$out/sanitizer_$tool.log" 2>&1
     rc=$?
     tail -5 "$out/sanitizer_$tool.log"
