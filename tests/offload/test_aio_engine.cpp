@@ -122,6 +122,10 @@ TEST(AioEngine, SingleSubmitCallsSubmitOncePerPiece) {
     o.block_size = 4096;
     o.queue_depth = 8;
     o.single_submit = single;
+    // Whole batches only (no refill as single completions arrive), so the batched count does
+    // not depend on how the kernel happens to spread the completions (one at a time on a
+    // loaded machine: then a refill-per-completion engine submits nearly once per piece too).
+    o.overlap_events = false;
     AioEngine engine(o);
     engine.wait(engine.submit_write(file, 0, buffer.get(), 64 * 4096));
     const AioEngineStats s = engine.stats();
@@ -130,7 +134,8 @@ TEST(AioEngine, SingleSubmitCallsSubmitOncePerPiece) {
     if (single) {
       EXPECT_GE(s.submit_calls, 64) << "one io_uring_submit per piece";
     } else {
-      EXPECT_LE(s.submit_calls, 32) << "pieces are batched (up to queue_depth per submit)";
+      // 64 pieces in batches of queue_depth 8: 8 submits (16 leaves room for EINTR retries).
+      EXPECT_LE(s.submit_calls, 16) << "pieces are batched (queue_depth per submit)";
     }
   }
 }
