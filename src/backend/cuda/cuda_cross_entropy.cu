@@ -28,6 +28,7 @@
 
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_vector_io.cuh"
 
 namespace zero::backend::cuda {
 namespace {
@@ -109,43 +110,9 @@ __global__ void cross_entropy_kernel(L* losses, T* dlogits, int64_t dlogits_pitc
 // ---- staged in shared memory -------------------------------------------------------------------
 
 // 16 bytes of elements: kLanes of T moved as one uint4 (ld/st.global.v4, ld/st.shared.v4) and
-// taken apart with shifts (a memcpy into a T array lets nvcc read shared memory byte by byte).
+// taken apart with cuda_vector_io.cuh's shifts.
 template <typename T>
-constexpr int kVectorLanes = 16 / static_cast<int>(sizeof(T));
-
-__device__ __forceinline__ uint32_t word(const uint4& w, int i) {
-  return i == 0 ? w.x : (i == 1 ? w.y : (i == 2 ? w.z : w.w));
-}
-__device__ __forceinline__ void set_word(uint4& w, int i, uint32_t v) {
-  if (i == 0) w.x = v;
-  if (i == 1) w.y = v;
-  if (i == 2) w.z = v;
-  if (i == 3) w.w = v;
-}
-// Lane k (little-endian: lane 0 is the lowest address) widened to f32.
-template <typename T>
-__device__ __forceinline__ float lane(const uint4& w, int k) {
-  if constexpr (sizeof(T) == 4) {
-    return __uint_as_float(word(w, k));
-  } else {
-    T t;
-    t.bits = static_cast<uint16_t>(word(w, k / 2) >> (16 * (k % 2)));
-    return load_f32(&t, 0);
-  }
-}
-// Lane k set to v rounded to T (the rounding of store_f32).
-template <typename T>
-__device__ __forceinline__ void set_lane(uint4& w, int k, float v) {
-  if constexpr (sizeof(T) == 4) {
-    set_word(w, k, __float_as_uint(v));
-  } else {
-    T t;
-    store_f32(&t, 0, v);
-    const int shift = 16 * (k % 2);
-    const uint32_t kept = word(w, k / 2) & ~(0xffffu << shift);
-    set_word(w, k / 2, kept | (static_cast<uint32_t>(t.bits) << shift));
-  }
-}
+constexpr int kVectorLanes = kVectorWidth<T>;
 
 // Where a row splits into 16-byte vectors: elements [0, head) before the first 16-byte boundary,
 // `vectors` whole vectors, then the tail [tail, vocab). `skew` is how many elements the row's
@@ -237,11 +204,11 @@ __global__ void __launch_bounds__(kThreads, 2)
           s_vectors[i] = loaded[u];
           float vector_max = -INFINITY;  // fmaxf skips NaN: the NaN lands in the sum instead
 #pragma unroll
-          for (int k = 0; k < kLanes; ++k) vector_max = fmaxf(vector_max, lane<T>(loaded[u], k));
+          for (int k = 0; k < kLanes; ++k) vector_max = fmaxf(vector_max, vector_lane<T>(loaded[u], k));
           const float base = own.rebase(vector_max);
           float partial = 0.0f;
 #pragma unroll
-          for (int k = 0; k < kLanes; ++k) partial += expf(lane<T>(loaded[u], k) - base);
+          for (int k = 0; k < kLanes; ++k) partial += expf(vector_lane<T>(loaded[u], k) - base);
           own.sum += static_cast<double>(partial);
         }
       }
@@ -290,10 +257,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       uint4 v = s_vectors[i];
       const int64_t j0 = split.head + i * kLanes;
 #pragma unroll
-      for (int k = 0; k < kLanes; ++k) set_lane<T>(v, k, expf(lane<T>(v, k) - m) * factor);
+      for (int k = 0; k < kLanes; ++k) set_vector_lane<T>(v, k, expf(vector_lane<T>(v, k) - m) * factor);
       const int64_t target_lane = target - j0;
       if (target_lane >= 0 && target_lane < kLanes) {
-        set_lane<T>(v, static_cast<int>(target_lane), target_gradient);
+        set_vector_lane<T>(v, static_cast<int>(target_lane), target_gradient);
       }
       dl_vectors[i] = v;
     }

@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(kNormRowThreads)
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
       if (lane + int64_t{j} * kWarp < vectors) {
-        sum += norm_tree_sum<T>([&](int k) { return norm_get<T>(v[j], k); });
+        sum += norm_tree_sum<T>([&](int k) { return vector_lane<T>(v[j], k); });
       }
     }
     const float m = warp_sum(sum) / static_cast<float>(channels);
@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(kNormRowThreads)
     for (int j = 0; j < kVectors; ++j) {
       if (lane + int64_t{j} * kWarp < vectors) {
         var += norm_tree_sum<T>([&](int k) {
-          const float d = norm_get<T>(v[j], k) - m;
+          const float d = vector_lane<T>(v[j], k) - m;
           return d * d;
         });
       }
@@ -51,9 +51,9 @@ __global__ void __launch_bounds__(kNormRowThreads)
         uint4 o = make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int k = 0; k < kLanes; ++k) {
-          float e = (norm_get<T>(v[j], k) - m) * s * norm_get<T>(wv, k);
-          if (b != nullptr) e += norm_get<T>(bv, k);
-          norm_set<T>(o, k, e);
+          float e = (vector_lane<T>(v[j], k) - m) * s * vector_lane<T>(wv, k);
+          if (b != nullptr) e += vector_lane<T>(bv, k);
+          set_vector_lane<T>(o, k, e);
         }
         out[i] = o;
       }
@@ -96,8 +96,8 @@ __global__ void __launch_bounds__(kNormRowThreads)
         float gw[kLanes], gwx[kLanes];  // each element widened once for both sums
 #pragma unroll
         for (int k = 0; k < kLanes; ++k) {
-          gw[k] = norm_get<T>(gv[j], k) * norm_get<T>(wv, k);
-          gwx[k] = gw[k] * ((norm_get<T>(xv[j], k) - m) * s);
+          gw[k] = vector_lane<T>(gv[j], k) * vector_lane<T>(wv, k);
+          gwx[k] = gw[k] * ((vector_lane<T>(xv[j], k) - m) * s);
         }
         sum_g += norm_tree_sum<T>([&](int k) { return gw[k]; });
         sum_gx += norm_tree_sum<T>([&](int k) { return gwx[k]; });
@@ -114,9 +114,9 @@ __global__ void __launch_bounds__(kNormRowThreads)
         uint4 o = make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int k = 0; k < kLanes; ++k) {
-          const float xhat = (norm_get<T>(xv[j], k) - m) * s;
-          const float gw = norm_get<T>(gv[j], k) * norm_get<T>(wv, k);
-          norm_set<T>(o, k, s * (gw - mean_g - xhat * mean_gx));
+          const float xhat = (vector_lane<T>(xv[j], k) - m) * s;
+          const float gw = vector_lane<T>(gv[j], k) * vector_lane<T>(wv, k);
+          set_vector_lane<T>(o, k, s * (gw - mean_g - xhat * mean_gx));
         }
         out[i] = o;
       }
@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(kNormPartialThreads)
     const float m = mean[r], s = rstd[r];
 #pragma unroll
     for (int k = 0; k < kLanes; ++k) {
-      const float g = norm_get<T>(gv, k);
-      const float xhat = (norm_get<T>(xv, k) - m) * s;
+      const float g = vector_lane<T>(gv, k);
+      const float xhat = (vector_lane<T>(xv, k) - m) * s;
       pw[k] += g * xhat;
       pb[k] += g;
     }

@@ -11,12 +11,13 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_device_math.cuh"
+#include "backend/cuda/cuda_vector_io.cuh"
 
 namespace zero::backend::cuda {
 
 // Elements of T per 16-byte vector.
 template <typename T>
-constexpr int kNormLanes = 16 / static_cast<int>(sizeof(T));
+constexpr int kNormLanes = kVectorWidth<T>;
 
 inline constexpr int kNormRowWarps = 4;  // rows in flight per block: one per warp
 inline constexpr int kNormRowThreads = kNormRowWarps * kWarp;
@@ -27,41 +28,6 @@ inline constexpr int kNormForwardMaxVectors = 32;
 inline constexpr int kNormBackwardMaxVectors = 16;
 // Threads per block of the vectorised weight-gradient partials (one vector column each).
 inline constexpr int kNormPartialThreads = 64;
-
-__device__ __forceinline__ uint32_t norm_word(const uint4& v, int i) {
-  return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
-}
-__device__ __forceinline__ void norm_set_word(uint4& v, int i, uint32_t word) {
-  if (i == 0) v.x = word;
-  if (i == 1) v.y = word;
-  if (i == 2) v.z = word;
-  if (i == 3) v.w = word;
-}
-
-// Element k of a vector (little-endian: element 0 at the lowest address) widened to f32.
-template <typename T>
-__device__ __forceinline__ float norm_get(const uint4& v, int k) {
-  if constexpr (sizeof(T) == 4) {
-    return __uint_as_float(norm_word(v, k));
-  } else {
-    T t;
-    t.bits = static_cast<uint16_t>(norm_word(v, k / 2) >> (16 * (k % 2)));
-    return load_f32(&t, 0);
-  }
-}
-// Element k set to f rounded to T (store_f32's rounding).
-template <typename T>
-__device__ __forceinline__ void norm_set(uint4& v, int k, float f) {
-  if constexpr (sizeof(T) == 4) {
-    norm_set_word(v, k, __float_as_uint(f));
-  } else {
-    T t;
-    store_f32(&t, 0, f);
-    const int shift = 16 * (k % 2);
-    const uint32_t kept = norm_word(v, k / 2) & ~(0xffffu << shift);
-    norm_set_word(v, k / 2, kept | (static_cast<uint32_t>(t.bits) << shift));
-  }
-}
 
 // The sum of one vector's terms term(0) ... term(kNormLanes<T> - 1) as a balanced tree (k with
 // k + width, then half the width): 3 rounding steps deep for 8 terms where a chain is 7 - the
@@ -113,7 +79,7 @@ __device__ __forceinline__ void norm_load_input(uint4 (&v)[kVectors], const T* x
       const uint4 res = rr[i];
 #pragma unroll
       for (int k = 0; k < kNormLanes<T>; ++k) {
-        norm_set<T>(v[j], k, norm_get<T>(v[j], k) + norm_get<T>(res, k));
+        set_vector_lane<T>(v[j], k, vector_lane<T>(v[j], k) + vector_lane<T>(res, k));
       }
       sr[i] = v[j];
     }

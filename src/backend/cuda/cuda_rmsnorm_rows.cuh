@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kNormRowThreads)
     for (int j = 0; j < kVectors; ++j) {
       if (lane + int64_t{j} * kWarp < vectors) {
         sum += norm_tree_sum<T>([&](int k) {
-          const float e = norm_get<T>(v[j], k);
+          const float e = vector_lane<T>(v[j], k);
           return e * e;
         });
       }
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kNormRowThreads)
         uint4 o = make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int k = 0; k < kLanes; ++k) {
-          norm_set<T>(o, k, (norm_get<T>(v[j], k) * s) * norm_get<T>(wv, k));
+          set_vector_lane<T>(o, k, (vector_lane<T>(v[j], k) * s) * vector_lane<T>(wv, k));
         }
         out[i] = o;
       }
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kNormRowThreads)
       if (i < vectors) {
         const uint4 wv = __ldg(w + i);
         sum_gx += norm_tree_sum<T>([&](int k) {
-          return norm_get<T>(gv[j], k) * norm_get<T>(wv, k) * (norm_get<T>(xv[j], k) * s);
+          return vector_lane<T>(gv[j], k) * vector_lane<T>(wv, k) * (vector_lane<T>(xv[j], k) * s);
         });
       }
     }
@@ -92,9 +92,9 @@ __global__ void __launch_bounds__(kNormRowThreads)
         uint4 o = make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int k = 0; k < kLanes; ++k) {
-          const float xe = norm_get<T>(xv[j], k);
-          norm_set<T>(o, k,
-                      s * (norm_get<T>(gv[j], k) * norm_get<T>(wv, k) - xe * s * mean_gx));
+          const float xe = vector_lane<T>(xv[j], k);
+          set_vector_lane<T>(o, k,
+                      s * (vector_lane<T>(gv[j], k) * vector_lane<T>(wv, k) - xe * s * mean_gx));
         }
         out[i] = o;
       }
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kNormPartialThreads)
     const uint4 xv = norm_vectors(x, r, vectors)[i];
     const float s = rstd[r];
 #pragma unroll
-    for (int k = 0; k < kLanes; ++k) acc[k] += norm_get<T>(gv, k) * (norm_get<T>(xv, k) * s);
+    for (int k = 0; k < kLanes; ++k) acc[k] += vector_lane<T>(gv, k) * (vector_lane<T>(xv, k) * s);
   }
   float* out = partial + blockIdx.y * channels + i * kLanes;
 #pragma unroll
