@@ -140,6 +140,14 @@ void Backend::add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Te
   rmsnorm_forward(y, rstd, sum, weight, eps);
 }
 
+void Backend::optimizer_update_with_copy(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                                         std::span<Tensor> state,
+                                         std::span<const ParamSegment> segments,
+                                         const OptimizerHyper& hyper, Tensor& param_copy) {
+  optimizer_update(kind, params, grads, state, segments, hyper);
+  copy(param_copy, params);
+}
+
 void Backend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
   ZERO_CHECK(acc.dtype() == DType::kF32 && x.dtype() == DType::kF32 && acc.numel() == x.numel(),
              "add_rounded: " << acc.describe() << " += " << x.describe());

@@ -290,6 +290,15 @@ class Backend {
   virtual void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
                                 std::span<Tensor> state, std::span<const ParamSegment> segments,
                                 const OptimizerHyper& hyper) = 0;
+  // optimizer_update, also storing every updated element into `param_copy` (contiguous f32,
+  // bf16 or f16 of params' numel) rounded to nearest even as Backend::copy rounds: the update
+  // writing the working 16-bit copy of its master weights in the same pass. Elements outside
+  // the segments are not updated, so param_copy must already hold them rounded. The default
+  // runs the update, then copies every element; a device backend fuses the two.
+  virtual void optimizer_update_with_copy(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                                          std::span<Tensor> state,
+                                          std::span<const ParamSegment> segments,
+                                          const OptimizerHyper& hyper, Tensor& param_copy);
 
  protected:
   // The copies behind the counted wrappers (whole contiguous tensors).

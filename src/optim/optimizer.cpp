@@ -90,20 +90,27 @@ void Optimizer::init_state(backend::Backend& backend, int64_t numel, DType dtype
 
 void Optimizer::step(backend::Backend& backend, Tensor& params, const Tensor& grads,
                      std::span<const backend::ParamSegment> segments, double lr,
-                     double grad_scale) {
+                     double grad_scale, Tensor* param_copy) {
   hyper_.lr = lr;
   backend::OptimizerHyper hyper = hyper_;
   hyper.grad_scale = grad_scale;
+  const auto update = [&](std::span<Tensor> state) {
+    if (param_copy != nullptr) {
+      backend.optimizer_update_with_copy(kind_, params, grads, state, segments, hyper, *param_copy);
+    } else {
+      backend.optimizer_update(kind_, params, grads, state, segments, hyper);
+    }
+  };
   if (!state_.empty() && state_.front().dtype() != DType::kF32) {
     std::vector<Tensor> wide;
     for (const Tensor& s : state_) {
       wide.push_back(backend.empty({s.numel()}, DType::kF32, MemoryCategory::kWorkspace));
       backend.copy(wide.back(), s);
     }
-    backend.optimizer_update(kind_, params, grads, wide, segments, hyper);
+    update(wide);
     for (size_t i = 0; i < state_.size(); ++i) backend.copy(state_[i], wide[i]);
   } else {
-    backend.optimizer_update(kind_, params, grads, state_, segments, hyper);
+    update(state_);
   }
   ++hyper_.step;
 }

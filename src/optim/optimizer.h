@@ -35,9 +35,11 @@ class Optimizer {
   void init_state(backend::Backend& backend, int64_t numel, DType dtype = DType::kF32);
   // One update of `params` from `grads` over `segments` at learning rate `lr`, every gradient
   // multiplied by float(grad_scale) as it is read (gradient clipping folded into the update;
-  // `grads` itself is left as it was).
+  // `grads` itself is left as it was). With `param_copy`, the updated elements are also stored
+  // there rounded to its dtype (Backend::optimizer_update_with_copy's contract).
   void step(backend::Backend& backend, Tensor& params, const Tensor& grads,
-            std::span<const backend::ParamSegment> segments, double lr, double grad_scale = 1.0);
+            std::span<const backend::ParamSegment> segments, double lr, double grad_scale = 1.0,
+            Tensor* param_copy = nullptr);
 
   // ZeRO-Offload runs the update itself (offload/cpu_optimizer.h) over state_buffers() with
   // next_hyper(lr), then counts it with finish_external_step(lr): the same hyper-parameters and

@@ -531,6 +531,13 @@ void ZeroStage::gather_into(Tensor& full, const std::function<Tensor(size_t, siz
   }
 }
 
+Tensor* ZeroStage::fused_param_copy() {
+  const bool eligible = stage_ == 0 && precision_.mixed() && host_backend_ == nullptr &&
+                        master_.defined() && master_.dtype() == DType::kF32 &&
+                        param_storage_.defined() && param_storage_.numel() == master_.numel();
+  return eligible ? &param_storage_ : nullptr;
+}
+
 void ZeroStage::publish_parameters(int64_t step) {
   if (master_f32_.defined()) commit_master(step);
   const bool mixed = precision_.mixed();
@@ -555,8 +562,12 @@ void ZeroStage::publish_parameters(int64_t step) {
       partition_store_->write(0, layout_.units().size() - 1, master_);  // rounds to the dtype
     }
   } else if (stage_ == 0 && mixed) {
-    // Rounds to the parameters' dtype; under offload the upload comes first.
-    backend_.copy(param_storage_, host_backend_ ? master_on_device(param_storage_.dtype()) : master_);
+    // Rounds to the parameters' dtype; under offload the upload comes first. Skipped when the
+    // update wrote the rounded copy itself (fused_param_copy).
+    if (!param_copy_fresh_) {
+      backend_.copy(param_storage_, host_backend_ ? master_on_device(param_storage_.dtype()) : master_);
+    }
+    param_copy_fresh_ = false;
   } else if (stage_ == 1 || stage_ == 2) {
     const DType dtype = mixed ? precision_.param : DType::kF32;
     const Tensor partition = master_on_device(dtype);

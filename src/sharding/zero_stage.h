@@ -123,6 +123,13 @@ class ZeroStage final : public model::UnitObserver {
   // publish_parameters() uploads it instead of converting the master weights again.
   Tensor& offload_param_copy() { return host_param_copy_; }
   void offloaded_step_done() { host_param_copy_fresh_ = true; }
+  // Stage 0 with 16-bit parameters and f32 master weights updated on this stage's backend: the
+  // 16-bit parameter buffer the optimizer update writes in the same pass
+  // (Backend::optimizer_update_with_copy; it holds the rounded master weights, so the elements
+  // no segment covers are already right); null otherwise. Call param_copy_written() after such
+  // an update, so publish_parameters() does not convert the master weights again.
+  Tensor* fused_param_copy();
+  void param_copy_written() { param_copy_fresh_ = true; }
   std::span<const backend::ParamSegment> update_segments() const;
 
   // ---- partial optimizer offload (offload_optimizer.ratio < 1, stage 3 only) --------------
@@ -227,6 +234,7 @@ class ZeroStage final : public model::UnitObserver {
   Tensor partition_grads_;    // stages >= 1: this rank's reduced gradients (accum dtype)
   Tensor update_grads_f32_;   // the f32 gradients the optimizer reads, when a conversion is needed
   Tensor param_storage_;      // 16-bit full parameters (stages 0-2 with 16-bit parameters)
+  bool param_copy_fresh_ = false;  // the update wrote param_storage_ (fused_param_copy)
   std::unique_ptr<PartitionStore> partition_store_;  // stage 3: the parameter partition
   std::vector<Tensor> unit_grads_;  // per-unit f32 gradient buffers during backward
   std::unique_ptr<GradientReducer> reducer_;

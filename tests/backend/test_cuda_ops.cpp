@@ -679,6 +679,7 @@ TEST_F(CudaOps, OptimizerUpdatesMatchTheCpu) {
       hyper.adam_w_mode = adam_w;
       const size_t states = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
       std::vector<double> res[2];
+      std::vector<uint8_t> copies[2];
       int slot = 0;
       for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
         Tensor p = upload(*be, random_values(n, 34), {n}, DType::kF32);
@@ -694,6 +695,12 @@ TEST_F(CudaOps, OptimizerUpdatesMatchTheCpu) {
           h.grad_scale = step == 0 ? 1.0 : 0.37;
           be->optimizer_update(kind, p, g, state, segments, h);
         }
+        // A third writing the bf16 copy of the parameters in the same pass (the CPU: update,
+        // then copy; the GPU: one kernel), the copy starting as the rounded parameters.
+        Tensor copy16 = be->empty({n}, DType::kBF16, MemoryCategory::kOther);
+        be->copy(copy16, p);
+        be->optimizer_update_with_copy(kind, p, g, state, segments, hyper, copy16);
+        copies[slot] = download_bytes(*be, copy16);
         res[slot] = download(*be, p);
         for (const Tensor& s : state) {
           const std::vector<double> sv = download(*be, s);
@@ -705,9 +712,12 @@ TEST_F(CudaOps, OptimizerUpdatesMatchTheCpu) {
         // The trust ratio's norms are f64 sums in another order: 1e-6 relative on the step.
         expect_close(res[0], res[1], Tolerance{1e-6, 1e-9}, "lamb");
       } else {
-        // Same f32 operations in the same order, no fused multiply-add: the CPU's bits.
+        // Same f32 operations in the same order, no fused multiply-add: the CPU's bits, and
+        // the bf16 copy rounded as Backend::copy rounds.
         EXPECT_EQ(res[0], res[1]) << "optimizer kind " << static_cast<int>(kind) << " adam_w "
                                   << adam_w;
+        EXPECT_EQ(copies[0], copies[1]) << "optimizer kind " << static_cast<int>(kind)
+                                        << " bf16 copy";
       }
     }
   }

@@ -965,10 +965,31 @@ void CudaBackend::sum(Tensor& out, const Tensor& x, double alpha, bool accumulat
 void CudaBackend::optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
                                    std::span<Tensor> state, std::span<const ParamSegment> segments,
                                    const OptimizerHyper& hyper) {
+  update_optimizer(kind, params, grads, state, segments, hyper, nullptr);
+}
+
+void CudaBackend::optimizer_update_with_copy(OptimizerKind kind, Tensor& params,
+                                             const Tensor& grads, std::span<Tensor> state,
+                                             std::span<const ParamSegment> segments,
+                                             const OptimizerHyper& hyper, Tensor& param_copy) {
+  update_optimizer(kind, params, grads, state, segments, hyper, &param_copy);
+}
+
+void CudaBackend::update_optimizer(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                                   std::span<Tensor> state, std::span<const ParamSegment> segments,
+                                   const OptimizerHyper& hyper, Tensor* param_copy) {
   const Checks check(device(), "optimizer_update");
   check.contiguous(params, "params").contiguous(grads, "grads");
   check.dtype(params, DType::kF32, "params").dtype(grads, DType::kF32, "grads");
   check.same_shape(params, grads, "params", "grads");
+  if (param_copy != nullptr) {
+    check.contiguous(*param_copy, "param_copy");
+    if (param_copy->numel() != params.numel() || !dtype_is_floating(param_copy->dtype()) ||
+        param_copy->dtype() == DType::kF64) {
+      check.fail("param_copy " + param_copy->describe() + " must hold params' " +
+                 std::to_string(params.numel()) + " elements in f32, bf16 or f16");
+    }
+  }
   const size_t wanted = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
   if (state.size() != wanted) {
     check.fail("expected " + std::to_string(wanted) + " state buffers, got " +
@@ -990,7 +1011,10 @@ void CudaBackend::optimizer_update(OptimizerKind kind, Tensor& params, const Ten
                                 static_cast<const float*>(grads.raw_data()),
                                 static_cast<float*>(state[0].raw_data()),
                                 wanted == 2 ? static_cast<float*>(state[1].raw_data()) : nullptr,
-                                segments.data(), segments.size(), hyper, current());
+                                segments.data(), segments.size(), hyper,
+                                param_copy != nullptr ? param_copy->raw_data() : nullptr,
+                                param_copy != nullptr ? param_copy->dtype() : DType::kF32,
+                                current());
 }
 
 }  // namespace zero::backend

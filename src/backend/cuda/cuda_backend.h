@@ -145,6 +145,9 @@ class CudaBackend final : public Backend {
   void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
                         std::span<Tensor> state, std::span<const ParamSegment> segments,
                         const OptimizerHyper& hyper) override;
+  void optimizer_update_with_copy(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                                  std::span<Tensor> state, std::span<const ParamSegment> segments,
+                                  const OptimizerHyper& hyper, Tensor& param_copy) override;
 
  protected:
   void do_copy_from_host(Tensor& dst, const void* src) override;
@@ -176,6 +179,10 @@ class CudaBackend final : public Backend {
   // A 16-bit contiguous c added to (beta != 0) or split along k: the product summed in f32
   // scratch (split there as gemm decides) and rounded into c once.
   void gemm_through_f32(const cuda::GemmOperands& op);
+  // Both optimizer updates: the checks, then one launch (param_copy may be null).
+  void update_optimizer(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                        std::span<Tensor> state, std::span<const ParamSegment> segments,
+                        const OptimizerHyper& hyper, Tensor* param_copy);
   // False when ZERO_CUDA_GEMM_SPLIT=0.
   static bool split_enabled();
   // Whether a product is big enough and has rows that are not 16-byte aligned, so pitched

@@ -214,9 +214,12 @@ void launch_sum_into(double* out, const void* x, DType dtype, int64_t n, bool sq
 
 // ---- optimizer updates (cuda_optimizers.cu) ----------------------------------------------------
 // Same formulas, in the same f32 operation order, as backend/cpu/cpu_optimizers.cpp. `state1`
-// is null for kinds with one state buffer. `segments` is a host array.
+// is null for kinds with one state buffer. `segments` is a host array. With `copy` (elements of
+// copy_dtype, params' numel), each updated element is also stored there rounded to nearest even,
+// as Backend::copy would round it.
 void launch_optimizer_update(OptimizerKind kind, float* params, const float* grads, float* state0,
                              float* state1, const ParamSegment* segments, size_t segment_count,
-                             const OptimizerHyper& hyper, cudaStream_t stream);
+                             const OptimizerHyper& hyper, void* copy, DType copy_dtype,
+                             cudaStream_t stream);
 
 }  // namespace zero::backend::cuda

@@ -6,6 +6,7 @@
 // Segments travel as kernel parameters (kSegmentsPerLaunch per launch), so an update needs no
 // host-to-device copy; blockIdx.y picks the segment, blockIdx.x strides over its elements.
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -26,14 +27,22 @@ struct SegmentBatch {
   Segment segment[kSegmentsPerLaunch];
 };
 
+// The element type of the rounded parameter copy, or NoCopy for an update without one.
+struct NoCopy {};
+template <typename C>
+__device__ __forceinline__ void store_copy(C* copy, int64_t i, float value) {
+  if constexpr (!std::is_same_v<C, NoCopy>) store_f32(copy, i, value);
+}
+
 // Per-update constants, computed on the host in double exactly as the CPU computes them.
 struct AdamConstants {
   float b1, b2, step_size, inv_sqrt_bc2, eps, grad_scale;
   bool decoupled;
 };
 
+template <typename C>
 __global__ void adam_kernel(float* p, const float* g, float* m, float* v, SegmentBatch batch,
-                            AdamConstants k) {
+                            AdamConstants k, C* copy) {
   const Segment seg = batch.segment[blockIdx.y];
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
        j += int64_t{gridDim.x} * blockDim.x) {
@@ -46,6 +55,7 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, Segmen
     float param = p[i];
     if (k.decoupled) param -= seg.rounded_decay * param;
     p[i] = param - k.step_size * m[i] / denom;
+    store_copy(copy, i, p[i]);
   }
 }
 
@@ -53,8 +63,9 @@ struct LionConstants {
   float b1, b2, lr, grad_scale;
 };
 
+template <typename C>
 __global__ void lion_kernel(float* p, const float* g, float* m, SegmentBatch batch,
-                            LionConstants k) {
+                            LionConstants k, C* copy) {
   const Segment seg = batch.segment[blockIdx.y];
   const float keep = seg.rounded_decay;  // float(1 - lr * wd), rounded from double on the host
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
@@ -64,6 +75,7 @@ __global__ void lion_kernel(float* p, const float* g, float* m, SegmentBatch bat
     const float c = k.b1 * m[i] + (1.0f - k.b1) * grad;
     const float sign = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
     p[i] = p[i] * keep - k.lr * sign;
+    store_copy(copy, i, p[i]);
     m[i] = k.b2 * m[i] + (1.0f - k.b2) * grad;
   }
 }
@@ -72,8 +84,9 @@ struct AdagradConstants {
   float lr, eps, grad_scale;
 };
 
+template <typename C>
 __global__ void adagrad_kernel(float* p, const float* g, float* s, SegmentBatch batch,
-                               AdagradConstants k) {
+                               AdagradConstants k, C* copy) {
   const Segment seg = batch.segment[blockIdx.y];
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
        j += int64_t{gridDim.x} * blockDim.x) {
@@ -81,6 +94,7 @@ __global__ void adagrad_kernel(float* p, const float* g, float* s, SegmentBatch 
     const float grad = g[i] * k.grad_scale + seg.weight_decay * p[i];
     s[i] += grad * grad;
     p[i] -= k.lr * grad / (sqrtf(s[i]) + k.eps);
+    store_copy(copy, i, p[i]);
   }
 }
 
@@ -90,8 +104,9 @@ struct LambConstants {
 };
 
 // One block per segment (gridDim.x == 1).
+template <typename C>
 __global__ void lamb_kernel(float* p, const float* g, float* m, float* v, SegmentBatch batch,
-                            LambConstants k) {
+                            LambConstants k, C* copy) {
   __shared__ double shared[kWarp];
   const Segment seg = batch.segment[blockIdx.y];
   const float wd = seg.weight_decay;
@@ -116,14 +131,14 @@ __global__ void lamb_kernel(float* p, const float* g, float* m, float* v, Segmen
     const int64_t i = seg.offset + j;
     const float u = (m[i] * k.inv_bc1) / (sqrtf(v[i] * k.inv_bc2) + k.eps) + wd * p[i];
     p[i] -= step * u;
+    store_copy(copy, i, p[i]);
   }
 }
 
-}  // namespace
-
-void launch_optimizer_update(OptimizerKind kind, float* params, const float* grads, float* state0,
-                             float* state1, const ParamSegment* segments, size_t segment_count,
-                             const OptimizerHyper& h, cudaStream_t stream) {
+template <typename C>
+void launch_update(OptimizerKind kind, float* params, const float* grads, float* state0,
+                   float* state1, const ParamSegment* segments, size_t segment_count,
+                   const OptimizerHyper& h, C* copy, cudaStream_t stream) {
   const double bc1 = h.bias_correction ? 1.0 - std::pow(h.beta1, static_cast<double>(h.step)) : 1.0;
   const double bc2 = h.bias_correction ? 1.0 - std::pow(h.beta2, static_cast<double>(h.step)) : 1.0;
   for (size_t first = 0; first < segment_count; first += kSegmentsPerLaunch) {
@@ -151,7 +166,7 @@ void launch_optimizer_update(OptimizerKind kind, float* params, const float* gra
             static_cast<float>(h.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
             static_cast<float>(h.eps),      static_cast<float>(h.grad_scale),
             h.adam_w_mode};
-        adam_kernel<<<grid, kThreads, 0, stream>>>(params, grads, state0, state1, batch, k);
+        adam_kernel<C><<<grid, kThreads, 0, stream>>>(params, grads, state0, state1, batch, k, copy);
         break;
       }
       case OptimizerKind::kLamb: {
@@ -164,25 +179,43 @@ void launch_optimizer_update(OptimizerKind kind, float* params, const float* gra
                               h.lr,
                               h.lamb_min_coeff,
                               h.lamb_max_coeff};
-        lamb_kernel<<<dim3(1, static_cast<unsigned>(count)), 1024, 0, stream>>>(
-            params, grads, state0, state1, batch, k);
+        lamb_kernel<C><<<dim3(1, static_cast<unsigned>(count)), 1024, 0, stream>>>(
+            params, grads, state0, state1, batch, k, copy);
         break;
       }
       case OptimizerKind::kLion: {
         const LionConstants k{static_cast<float>(h.beta1), static_cast<float>(h.beta2),
                               static_cast<float>(h.lr), static_cast<float>(h.grad_scale)};
-        lion_kernel<<<grid, kThreads, 0, stream>>>(params, grads, state0, batch, k);
+        lion_kernel<C><<<grid, kThreads, 0, stream>>>(params, grads, state0, batch, k, copy);
         break;
       }
       case OptimizerKind::kAdagrad: {
         const AdagradConstants k{static_cast<float>(h.lr), static_cast<float>(h.eps),
                                  static_cast<float>(h.grad_scale)};
-        adagrad_kernel<<<grid, kThreads, 0, stream>>>(params, grads, state0, batch, k);
+        adagrad_kernel<C><<<grid, kThreads, 0, stream>>>(params, grads, state0, batch, k, copy);
         break;
       }
     }
     ZERO_CUDA_CHECK_LAUNCH();
   }
+}
+
+}  // namespace
+
+void launch_optimizer_update(OptimizerKind kind, float* params, const float* grads, float* state0,
+                             float* state1, const ParamSegment* segments, size_t segment_count,
+                             const OptimizerHyper& hyper, void* copy, DType copy_dtype,
+                             cudaStream_t stream) {
+  if (copy == nullptr) {
+    launch_update<NoCopy>(kind, params, grads, state0, state1, segments, segment_count, hyper,
+                          nullptr, stream);
+    return;
+  }
+  dispatch_storage(copy_dtype, "optimizer_update's parameter copy", [&](auto tag) {
+    using C = decltype(tag);
+    launch_update<C>(kind, params, grads, state0, state1, segments, segment_count, hyper,
+                     static_cast<C*>(copy), stream);
+  });
 }
 
 }  // namespace zero::backend::cuda

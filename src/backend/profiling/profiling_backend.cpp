@@ -340,6 +340,15 @@ void ProfilingBackend::optimizer_update(OptimizerKind kind, Tensor& params, cons
         [&] { inner_->optimizer_update(kind, params, grads, state, segments, hyper); });
 }
 
+void ProfilingBackend::optimizer_update_with_copy(OptimizerKind kind, Tensor& params,
+                                                  const Tensor& grads, std::span<Tensor> state,
+                                                  std::span<const ParamSegment> segments,
+                                                  const OptimizerHyper& hyper, Tensor& param_copy) {
+  timed("optimizer_update (+16-bit copy)",
+        [&] { return elementwise(shapes({{"params", &params}}), params); },
+        [&] { inner_->optimizer_update_with_copy(kind, params, grads, state, segments, hyper, param_copy); });
+}
+
 void ProfilingBackend::do_copy_from_host(Tensor& dst, const void* src) {
   timed("copy_from_host", [&] { return elementwise(shapes({{"dst", &dst}}), dst); },
         [&] { inner_->copy_from_host(dst, src); });

@@ -119,6 +119,9 @@ class ProfilingBackend final : public Backend {
   void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
                         std::span<Tensor> state, std::span<const ParamSegment> segments,
                         const OptimizerHyper& hyper) override;
+  void optimizer_update_with_copy(OptimizerKind kind, Tensor& params, const Tensor& grads,
+                                  std::span<Tensor> state, std::span<const ParamSegment> segments,
+                                  const OptimizerHyper& hyper, Tensor& param_copy) override;
 
  protected:
   void do_copy_from_host(Tensor& dst, const void* src) override;
