@@ -162,6 +162,14 @@ void Backend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
   add(acc, wide, 1.0);
 }
 
+void Backend::round_in_place(Tensor& values, DType through) {
+  ZERO_CHECK(values.dtype() == DType::kF32, "round_in_place needs f32 values, got " << values.describe());
+  if (through == DType::kF32) return;
+  Tensor stored = empty({values.numel()}, through, MemoryCategory::kWorkspace);
+  copy(stored, values);
+  copy(values, stored);
+}
+
 double Backend::squared_norm(const Tensor& x) {
   Tensor out = empty({1}, DType::kF64, MemoryCategory::kWorkspace);
   sum_squares(out, x, false);

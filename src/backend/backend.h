@@ -41,6 +41,7 @@
 #include "backend/stream.h"
 
 #include <span>
+#include <vector>
 
 namespace zero::backend {
 
@@ -55,6 +56,15 @@ struct TransferStats {
   int64_t device_to_host_calls = 0;  // each one waits for the work enqueued before it
   int64_t device_to_host_bytes = 0;
   int64_t synchronizations = 0;      // explicit synchronize() calls
+};
+
+// A stretch of an optimizer update's flat buffers whose gradients are a tensor of their own (a
+// unit's held gradient, sharding/held_unit_gradients.h): the update runs piece by piece over
+// views of the parameters and states at `offset`.
+struct UpdatePiece {
+  int64_t offset = 0;  // elements into the flat parameter and state buffers
+  Tensor grads;        // f32, contiguous; the piece's length is grads.numel()
+  std::vector<ParamSegment> segments;  // offsets relative to `offset`
 };
 
 class Backend {
@@ -151,6 +161,10 @@ class Backend {
   // as a 16-bit storage would keep it, summed into an f32 accumulator. The default composes
   // copy, copy and add; a device backend fuses them (one pass over x and acc instead of three).
   virtual void add_rounded(Tensor& acc, const Tensor& x, DType through);
+  // values (f32, contiguous) = values rounded to `through` and read back, in place: the bits of
+  // storing them in `through` and widening again. The default composes two copies through a
+  // workspace; a device backend fuses them (one pass, no workspace).
+  virtual void round_in_place(Tensor& values, DType through);
   // y *= alpha (y may be row-strided).
   virtual void scale(Tensor& y, double alpha) = 0;
 

@@ -313,7 +313,7 @@ void Engine::apply_update() {
     // Clipping rides in the update's gradient read (the bits of scale-then-update, one pass
     // over the gradients fewer); at stage 0 the update also writes the 16-bit parameters.
     Tensor* param_copy = zero_->fused_param_copy();
-    optimizer_->step(be, zero_->update_params(), zero_->update_grads(), zero_->update_segments(), lr,
+    optimizer_->step(be, zero_->update_params(), zero_->update_pieces(), lr,
                      coefficient < 1.0 ? coefficient : 1.0, param_copy);
     if (param_copy != nullptr) zero_->param_copy_written();
   }

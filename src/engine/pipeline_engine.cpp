@@ -381,14 +381,13 @@ void PipelineEngine::add_squared_norm_of_other_stages(Tensor& squared_norm) {
   if (tied_ != nullptr && tied_group_ && is_last_stage()) {
     // The copy's reduced gradient equals the first stage's: count it there only.
     sharding::ZeroStage& zero = engine_->zero_stage();
-    const Tensor& grads = zero.update_grads();
     double tied = 0.0;
     if (zero.stage() == 0) {
-      tied = be.squared_norm(grads.view(tied_->flat_offset, {tied_->numel()}));
+      tied = be.squared_norm(zero.reduced_gradient(tied_->flat_offset, tied_->numel()));
     } else {
       for (const sharding::ParamSlice& slice : zero.layout().slices()) {
         if (slice.param != tied_ || slice.count == 0) continue;
-        tied += be.squared_norm(grads.view(slice.partition_offset, {slice.count}));
+        tied += be.squared_norm(zero.reduced_gradient(slice.partition_offset, slice.count));
       }
       tied = engine_->comm().all_reduce_scalar(tied, comm::ReduceOp::kSum);
     }

@@ -16,14 +16,13 @@ void reduce_tensor_parallel_squared_norm(sharding::ZeroStage& zero, model::Model
   const int64_t tp = tensor_group.world_size();
   if (tp == 1) return;
   backend::Backend& host = zero.optimizer_backend();
-  Tensor& grads = zero.update_grads();
   // The duplicated share of this rank's squared norm, over what this rank holds of the reduced
   // gradients (all of them at stage 0, its partition at stages 1-2).
   double duplicated = 0.0;
   auto add = [&](const model::Parameter& p, int64_t offset, int64_t count) {
     const double w = tensor_parallel_norm_weight(p.spec, tp);
     if (w == 1.0 || count == 0) return;
-    duplicated += (1.0 - w) * host.squared_norm(grads.view(offset, {count}));
+    duplicated += (1.0 - w) * host.squared_norm(zero.reduced_gradient(offset, count));
   };
   if (zero.stage() == 0) {
     for (model::Parameter* p : model.parameters()) add(*p, p->flat_offset, p->numel());

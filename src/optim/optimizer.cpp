@@ -91,14 +91,33 @@ void Optimizer::init_state(backend::Backend& backend, int64_t numel, DType dtype
 void Optimizer::step(backend::Backend& backend, Tensor& params, const Tensor& grads,
                      std::span<const backend::ParamSegment> segments, double lr,
                      double grad_scale, Tensor* param_copy) {
+  const backend::UpdatePiece whole{0, grads, {segments.begin(), segments.end()}};
+  step(backend, params, std::span<const backend::UpdatePiece>(&whole, 1), lr, grad_scale,
+       param_copy);
+}
+
+void Optimizer::step(backend::Backend& backend, Tensor& params,
+                     std::span<const backend::UpdatePiece> pieces, double lr, double grad_scale,
+                     Tensor* param_copy) {
   hyper_.lr = lr;
   backend::OptimizerHyper hyper = hyper_;
   hyper.grad_scale = grad_scale;
   const auto update = [&](std::span<Tensor> state) {
-    if (param_copy != nullptr) {
-      backend.optimizer_update_with_copy(kind_, params, grads, state, segments, hyper, *param_copy);
-    } else {
-      backend.optimizer_update(kind_, params, grads, state, segments, hyper);
+    for (const backend::UpdatePiece& piece : pieces) {
+      const int64_t n = piece.grads.numel();
+      // The whole buffer needs no views (and keeps one launch for the one-piece case).
+      const bool whole = piece.offset == 0 && n == params.numel();
+      Tensor piece_params = whole ? params : params.view(piece.offset, {n});
+      std::vector<Tensor> piece_state;
+      for (Tensor& s : state) piece_state.push_back(whole ? s : s.view(piece.offset, {n}));
+      if (param_copy != nullptr) {
+        Tensor copy = whole ? *param_copy : param_copy->view(piece.offset, {n});
+        backend.optimizer_update_with_copy(kind_, piece_params, piece.grads, piece_state,
+                                           piece.segments, hyper, copy);
+      } else {
+        backend.optimizer_update(kind_, piece_params, piece.grads, piece_state, piece.segments,
+                                 hyper);
+      }
     }
   };
   if (!state_.empty() && state_.front().dtype() != DType::kF32) {

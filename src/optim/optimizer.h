@@ -40,6 +40,10 @@ class Optimizer {
   void step(backend::Backend& backend, Tensor& params, const Tensor& grads,
             std::span<const backend::ParamSegment> segments, double lr, double grad_scale = 1.0,
             Tensor* param_copy = nullptr);
+  // The same update with the gradients in pieces (held unit gradients): each piece updates the
+  // views of params, state and param_copy at its offset; one step counted.
+  void step(backend::Backend& backend, Tensor& params, std::span<const backend::UpdatePiece> pieces,
+            double lr, double grad_scale = 1.0, Tensor* param_copy = nullptr);
 
   // ZeRO-Offload runs the update itself (offload/cpu_optimizer.h) over state_buffers() with
   // next_hyper(lr), then counts it with finish_external_step(lr): the same hyper-parameters and

@@ -23,10 +23,7 @@ void accumulate(backend::Backend& backend, Tensor& acc, const Tensor& x) {
 
 void round_through(backend::Backend& backend, Tensor& values, DType dtype) {
   ZERO_CHECK(values.dtype() == DType::kF32, "round_through needs f32 values, got " << values.describe());
-  if (dtype == DType::kF32) return;
-  Tensor stored = backend.empty({values.numel()}, dtype, MemoryCategory::kWorkspace);
-  backend.copy(stored, values);
-  backend.copy(values, stored);
+  backend.round_in_place(values, dtype);  // one fused pass on a device
 }
 
 }  // namespace zero::sharding

@@ -98,7 +98,11 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     master_ = backend_.empty({full_numel}, DType::kF32, MemoryCategory::kOptimizer);
     backend_.copy(master_, model.flat_params());
   }
-  if (stage_ <= 1 && (mixed || accumulation_steps_ > 1)) {
+  if (stage_ <= 1 && mixed && precision_.accum == DType::kF32) {
+    // The micro-batch gradients are unit buffers already (grads_by_unit): hold them instead of
+    // summing into a flat accumulator that would live through every forward.
+    held_ = std::make_unique<HeldUnitGradients>(backend_, layout_, full_segments_, precision_.param);
+  } else if (stage_ <= 1 && (mixed || accumulation_steps_ > 1)) {
     accumulator_ = backend_.zeros({full_numel}, mixed ? precision_.accum : DType::kF32,
                                   MemoryCategory::kGrads);
   }
@@ -305,8 +309,9 @@ void ZeroStage::before_backward(size_t unit) {
   if (!grads_by_unit()) return;
   for (size_t v : needs_[unit]) {
     if (unit_grads_[v].defined()) continue;
+    // A held unit's first buffer becomes its gradient (kGrads); otherwise it is transient.
     unit_grads_[v] = backend_.zeros({layout_.unit(v).padded_numel}, DType::kF32,
-                                    MemoryCategory::kComm);
+                                    held_ ? MemoryCategory::kGrads : MemoryCategory::kComm);
     model_.bind_unit_grads(v, unit_grads_[v]);
   }
 }
@@ -321,6 +326,10 @@ void ZeroStage::accept_unit_gradient(size_t v) {
   if (stage_ >= 2) {
     round_through(backend_, real, precision_.param);
     reducer_->add(v, grad, partition_grads_);
+    return;
+  }
+  if (held_) {
+    held_->add(v, grad);
     return;
   }
   Tensor acc = accumulator_.view(part.flat_begin, {part.numel});
@@ -351,29 +360,17 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
     Tensor& target = stage_ >= 2 ? partition_grads_
                      : accumulator_.defined() ? accumulator_
                                               : model_.flat_grads();
-    Tensor first = target.view(0, {1});
+    Tensor first = held_ && stage_ <= 1 ? held_->view(0, 1) : target.view(0, {1});
     (stage_ >= 2 ? grads_backend() : backend_).fill(first, std::numeric_limits<double>::quiet_NaN());
   }
   Tensor reduced;  // the reduced gradients in their storage dtype
+  if (stage_ == 0 && held_) {
+    reduce_held_gradients(scale, squared_norm);
+    return;
+  }
   if (stage_ == 0) {
     reduced = accumulator_.defined() ? accumulator_ : model_.flat_grads();
-    if (comm_.world_size() > 1) {
-      const int64_t bucket = std::max<int64_t>(zero_.reduce_bucket_size, 1);
-      for (int64_t at = 0; at < reduced.numel(); at += bucket) {
-        Tensor piece = reduced.view(at, {std::min(bucket, reduced.numel() - at)});
-        Tensor wire = piece;
-        if (piece.dtype() != precision_.comm) {
-          wire = backend_.empty({piece.numel()}, precision_.comm, MemoryCategory::kComm);
-          backend_.copy(wire, piece);
-        }
-        if (reduction_.prescale != 1.0) backend_.scale(wire, reduction_.prescale);
-        {
-          ExposedScope blocked(exposed_);
-          comm_.all_reduce(wire, comm::ReduceOp::kSum);
-        }
-        if (wire.raw_data() != piece.raw_data()) backend_.copy(piece, wire);
-      }
-    }
+    all_reduce_in_buckets(reduced);
   } else if (stage_ == 1) {
     partition_grads_ =
         backend_.zeros({layout_.partition_numel()}, DType::kF32, MemoryCategory::kWorkspace);
@@ -382,9 +379,11 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
     Tensor& full = accumulator_.defined() ? accumulator_ : model_.flat_grads();
     for (size_t u = layout_.units().size(); u-- > 0;) {
       const UnitPartition& part = layout_.unit(u);
-      reducer.add(u, full.view(part.flat_begin, {part.numel}), partition_grads_);
+      reducer.add(u, held_ ? held_->unit(u) : full.view(part.flat_begin, {part.numel}),
+                  partition_grads_);
     }
     reducer.flush(partition_grads_);
+    if (held_) held_->clear();  // reduced into the partition: free them before the update
     reduced = partition_grads_;
   } else {
     reduced = partition_grads_;
@@ -415,6 +414,39 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
   comm_.all_reduce(squared_norm, comm::ReduceOp::kSum);
 }
 
+void ZeroStage::all_reduce_in_buckets(Tensor& grads) {
+  if (comm_.world_size() == 1) return;
+  const int64_t bucket = std::max<int64_t>(zero_.reduce_bucket_size, 1);
+  for (int64_t at = 0; at < grads.numel(); at += bucket) {
+    Tensor piece = grads.view(at, {std::min(bucket, grads.numel() - at)});
+    Tensor wire = piece;
+    if (piece.dtype() != precision_.comm) {
+      wire = backend_.empty({piece.numel()}, precision_.comm, MemoryCategory::kComm);
+      backend_.copy(wire, piece);
+    }
+    if (reduction_.prescale != 1.0) backend_.scale(wire, reduction_.prescale);
+    {
+      ExposedScope blocked(exposed_);
+      comm_.all_reduce(wire, comm::ReduceOp::kSum);
+    }
+    if (wire.raw_data() != piece.raw_data()) backend_.copy(piece, wire);
+  }
+}
+
+void ZeroStage::reduce_held_gradients(double scale, Tensor& squared_norm) {
+  // The flat path's operations per element (sum over ranks in rank order, the remaining scale),
+  // unit by unit; the norm adds the units' squared sums in unit order.
+  const double post_scale = scale / reduction_.prescale;
+  for (size_t u = 0; u < layout_.units().size(); ++u) {
+    Tensor grads = held_->unit(u);
+    all_reduce_in_buckets(grads);
+    if (post_scale != 1.0) backend_.scale(grads, post_scale);
+    backend_.sum_squares(squared_norm, grads, u > 0);
+  }
+  // Stage 0: every rank holds the same reduced gradients, so the norm is already global.
+  held_reduced_ = true;
+}
+
 void ZeroStage::reduce_on_host(double scale, Tensor& squared_norm) {
   // Stages 2-3 under offload: the summed gradient partition is already in host memory; the
   // same conversions and scaling as the device path, on the host, and only the norm goes up.
@@ -434,11 +466,12 @@ void ZeroStage::reduce_on_host(double scale, Tensor& squared_norm) {
 
 std::vector<std::string> ZeroStage::nonfinite_gradient_names(size_t limit) const {
   std::vector<std::string> names;
-  if (!update_grads_f32_.defined()) return names;
+  if (!update_grads_f32_.defined() && !held_reduced_) return names;
   auto check = [&](const model::Parameter* p, int64_t offset, int64_t count) {
     if (names.size() >= limit) return;
     if (!names.empty() && names.back() == p->spec.name) return;
-    const Tensor piece = update_grads_f32_.view(offset, {count});
+    const Tensor piece = held_reduced_ ? held_->view(offset, count)
+                                       : update_grads_f32_.view(offset, {count});
     // Stages 2-3 under offload reduce on the host (reduce_on_host).
     const bool on_host = host_backend_ && stage_ >= 2;
     if (!std::isfinite((on_host ? *host_backend_ : backend_).squared_norm(piece))) {
@@ -489,8 +522,21 @@ void ZeroStage::commit_master(int64_t step) {
 }
 
 Tensor& ZeroStage::update_grads() {
+  ZERO_CHECK(!held_reduced_, "update_grads() at stage 0 with held unit gradients: use "
+                             "update_pieces() or reduced_gradient()");
   ZERO_CHECK(update_grads_f32_.defined(), "update_grads() before reduce_gradients()");
   return host_backend_ ? host_grads_ : update_grads_f32_;
+}
+
+std::vector<backend::UpdatePiece> ZeroStage::update_pieces() {
+  if (held_reduced_) return held_->pieces();
+  const std::span<const backend::ParamSegment> segments = update_segments();
+  return {backend::UpdatePiece{0, update_grads(), {segments.begin(), segments.end()}}};
+}
+
+Tensor ZeroStage::reduced_gradient(int64_t offset, int64_t count) {
+  if (held_reduced_) return held_->view(offset, count);
+  return update_grads().view(offset, {count});
 }
 
 std::span<const backend::ParamSegment> ZeroStage::update_segments() const {
@@ -596,6 +642,8 @@ void ZeroStage::gather_parameters(Tensor& full) {
 void ZeroStage::zero_grad() {
   model_.zero_grad();
   if (accumulator_.defined()) backend_.fill(accumulator_, 0.0);
+  if (held_) held_->clear();
+  held_reduced_ = false;
   if (stage_ == 1) partition_grads_ = Tensor();
   if (stage_ >= 2) grads_backend().fill(partition_grads_, 0.0);
   update_grads_f32_ = Tensor();

@@ -22,7 +22,9 @@
 // (P+G+K)/N, where K includes the fp32 master weights whenever they are not the parameters
 // themselves (stages >= 1, or 16-bit parameters; DeepSpeed keeps them too). With
 // gradient_accumulation_steps > 1, f32 stages 0-1 keep a second full gradient buffer (the
-// accumulator). Transient buckets, gathered units and f32 working copies are kComm.
+// accumulator). In 16-bit training stages 0-1 hold G unit by unit (held_unit_gradients.h): it
+// exists from each unit's backward to zero_grad(), not during the forward. Transient buckets,
+// gathered units and f32 working copies are kComm.
 //
 // Precision (precision.h): with 16-bit parameters they are stored in 16 bits (the full flat
 // buffer at stages 0-2, the partition at stage 3) and each unit runs on an f32 working copy;
@@ -60,6 +62,7 @@
 #include "config/zero_config.h"
 #include "model/model.h"
 #include "sharding/gradient_reducer.h"
+#include "sharding/held_unit_gradients.h"
 #include "sharding/parameter_fetcher.h"
 #include "sharding/partition_layout.h"
 #include "sharding/partition_store.h"
@@ -105,6 +108,7 @@ class ZeroStage final : public model::UnitObserver {
   // micro-batch-summed, not yet reduced gradient of `p` (the accumulator when there is one,
   // else the model's gradient) - where a pipeline all-reduces tied parameters' gradients.
   Tensor accumulated_gradient(const model::Parameter& p) {
+    if (held_) return held_->view(p.flat_offset, p.numel()).view(0, p.spec.shape);
     return accumulator_.defined() ? accumulator_.view(p.flat_offset, p.spec.shape) : p.grad;
   }
   // The parameters (in model order) whose reduced gradients on this rank hold Inf/NaN, at most
@@ -112,8 +116,16 @@ class ZeroStage final : public model::UnitObserver {
   std::vector<std::string> nonfinite_gradient_names(size_t limit) const;
   // The buffers the optimizer updates (full model at stage 0, this rank's partition above) and
   // its segments in their coordinates.
+  // update_grads() is the one flat gradient buffer; at stage 0 in 16-bit training the gradients
+  // are held per unit (held_unit_gradients.h) and there is none: read them through
+  // update_pieces() (the optimizer) or reduced_gradient() (norms of parameter ranges).
   Tensor& update_params();
   Tensor& update_grads();
+  // The update as pieces with their own gradient tensors (one piece: update_grads() whole).
+  std::vector<backend::UpdatePiece> update_pieces();
+  // After reduce_gradients(): the reduced f32 gradients of update elements [offset,
+  // offset + count) (one parameter's range or part of it), on optimizer_backend().
+  Tensor reduced_gradient(int64_t offset, int64_t count);
   // The backend the optimizer runs on and its buffers live on: this stage's backend, or the
   // host CPU backend under optimizer offload.
   backend::Backend& optimizer_backend() { return host_backend_ ? *host_backend_ : backend_; }
@@ -194,6 +206,11 @@ class ZeroStage final : public model::UnitObserver {
   // the 16-bit copy the CPU step wrote, converted here when it is not fresh).
   const Tensor& host_partition_in(DType dtype);
   void accept_unit_gradient(size_t unit);
+  // Stage 0 with more than one rank: all-reduces `grads` (any floating dtype) in pieces of
+  // reduce_bucket_size elements travelling in the communication dtype.
+  void all_reduce_in_buckets(Tensor& grads);
+  // reduce_gradients() at stage 0 with held unit gradients: unit by unit.
+  void reduce_held_gradients(double scale, Tensor& squared_norm);
   // Sets up optimizer offload (constructor): checks the settings and creates the host backend
   // (its allocator is the pinned or pageable host memory the offloaded state lives in); then
   // moves master_ to host memory.
@@ -226,7 +243,9 @@ class ZeroStage final : public model::UnitObserver {
   std::vector<backend::ParamSegment> full_segments_;
 
   Tensor accumulator_;        // stages 0-1: summed micro-batch gradients (accum dtype), when
-                              // they are not the model's own f32 gradient buffer
+                              // they are neither the model's own f32 gradient buffer nor held
+  std::unique_ptr<HeldUnitGradients> held_;  // stages 0-1 in 16-bit training, f32 accumulation
+  bool held_reduced_ = false;  // stage 0 with held_: reduce_gradients() ran since zero_grad()
   Tensor master_;             // master weights (precision.master): the partition (stages >= 1)
                               // or the full flat buffer (stage 0 with 16-bit parameters)
   Tensor master_f32_;         // bf16 master weights only: the f32 copy the optimizer updates,

@@ -90,6 +90,23 @@ TEST_F(CudaOps, AddRoundedMatchesCopyCopyAddBitForBit) {
   }
 }
 
+TEST_F(CudaOps, RoundInPlaceMatchesCopyCopyBitForBit) {
+  const int64_t n = 1003;
+  const std::vector<float> x = random_values(n + 1, 52, -70000.0f, 70000.0f);
+  for (DType through : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (int64_t offset : {0, 1}) {  // 1: not 16-byte aligned, the scalar loop
+      std::vector<uint8_t> results[2];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor values = upload(*be, x, {n + 1}, DType::kF32).view(offset, {n});
+        be->round_in_place(values, through);
+        results[slot++] = download_bytes(*be, values);
+      }
+      EXPECT_EQ(results[0], results[1]) << dtype_name(through) << " offset " << offset;
+    }
+  }
+}
+
 TEST_F(CudaOps, MatmulMatchesTheCpuForEveryTransposeAndDtype) {
   const int64_t m = 37, n = 53, k = 71;
   for (DType dtype : kStorageTypes) {

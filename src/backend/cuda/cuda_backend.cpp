@@ -452,6 +452,14 @@ void CudaBackend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
                            through, acc.numel(), current());
 }
 
+void CudaBackend::round_in_place(Tensor& values, DType through) {
+  const Checks check(device(), "round_in_place");
+  check.contiguous(values, "values").dtype(values, DType::kF32, "values");
+  if (through == DType::kF32) return;
+  cuda::launch_round_in_place(static_cast<float*>(values.raw_data()), through, values.numel(),
+                              current());
+}
+
 void CudaBackend::scale(Tensor& y, double alpha) {
   if (y.is_contiguous() || y.numel() == 0) {
     Checks(device(), "scale").here(y, "y");

@@ -96,6 +96,30 @@ __global__ void add_rounded_kernel(float* acc, const float* x, int64_t n) {
   }
 }
 
+// values = R(values) widened back: the conversion kernels' rounding, in place, four elements per
+// 16-byte access where the buffer allows it.
+template <typename R>
+__global__ void round_in_place_kernel(float* values, int64_t n) {
+  const auto rounded = [](float v) {
+    R stored;
+    store_f32(&stored, 0, v);
+    return load_f32(&stored, 0);
+  };
+  const int64_t quads = reinterpret_cast<uintptr_t>(values) % 16 == 0 ? n / 4 : 0;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < quads; q += stride) {
+    float4 v = reinterpret_cast<float4*>(values)[q];
+    v.x = rounded(v.x);
+    v.y = rounded(v.y);
+    v.z = rounded(v.z);
+    v.w = rounded(v.w);
+    reinterpret_cast<float4*>(values)[q] = v;
+  }
+  for (int64_t i = 4 * quads + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
+    values[i] = rounded(values[i]);
+  }
+}
+
 template <typename T>
 __global__ void scale_kernel(T* y, float alpha, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -228,6 +252,15 @@ void launch_add_rounded(float* acc, const float* x, DType through, int64_t n,
   dispatch_storage(through, "add_rounded", [&](auto tag) {
     using R = decltype(tag);
     add_rounded_kernel<R><<<grid_for((n + 3) / 4, kThreads), kThreads, 0, stream>>>(acc, x, n);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_round_in_place(float* values, DType through, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_storage(through, "round_in_place", [&](auto tag) {
+    using R = decltype(tag);
+    round_in_place_kernel<R><<<grid_for((n + 3) / 4, kThreads), kThreads, 0, stream>>>(values, n);
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

@@ -52,6 +52,9 @@ void launch_add(void* y, DType y_dtype, const void* x, DType x_dtype, int64_t n,
 // acc (f32) += x (f32) rounded to `through` (f32, bf16 or f16) first: Backend::add_rounded.
 void launch_add_rounded(float* acc, const float* x, DType through, int64_t n,
                         cudaStream_t stream);
+// values (f32) rounded to `through` (bf16 or f16) and widened back, in place:
+// Backend::round_in_place.
+void launch_round_in_place(float* values, DType through, int64_t n, cudaStream_t stream);
 void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t stream);
 // y *= alpha on a row-strided [rows, cols] view: row r's cols elements start at y + r * pitch
 // (pitch >= cols); the elements between rows are not touched.

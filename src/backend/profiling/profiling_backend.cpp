@@ -121,6 +121,11 @@ void ProfilingBackend::add(Tensor& y, const Tensor& x, double alpha) {
         [&] { inner_->add(y, x, alpha); });
 }
 
+void ProfilingBackend::round_in_place(Tensor& values, DType through) {
+  timed("round_in_place", [&] { return elementwise(shapes({{"values", &values}}), values); },
+        [&] { inner_->round_in_place(values, through); });
+}
+
 void ProfilingBackend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
   timed("add_rounded", [&] { return elementwise(shapes({{"acc", &acc}}), acc); },
         [&] { inner_->add_rounded(acc, x, through); });

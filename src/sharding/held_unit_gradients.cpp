@@ -1,0 +1,79 @@
+#include "sharding/held_unit_gradients.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace zero::sharding {
+
+HeldUnitGradients::HeldUnitGradients(backend::Backend& backend, const PartitionLayout& layout,
+                                     std::span<const backend::ParamSegment> segments,
+                                     DType param_dtype)
+    : backend_(backend), layout_(layout), param_dtype_(param_dtype) {
+  const size_t units = layout_.units().size();
+  held_.resize(units);
+  unit_segments_.resize(units);
+  for (const backend::ParamSegment& s : segments) {
+    if (s.length == 0) continue;
+    const size_t u = unit_at(s.offset);
+    const UnitPartition& part = layout_.unit(u);
+    ZERO_CHECK(s.offset + s.length <= part.flat_begin + part.numel,
+               "a parameter straddles units " << u << " and " << u + 1 << " at element " << s.offset);
+    unit_segments_[u].push_back({s.offset - part.flat_begin, s.length, s.weight_decay});
+  }
+}
+
+size_t HeldUnitGradients::unit_at(int64_t offset) const {
+  const std::vector<UnitPartition>& units = layout_.units();
+  // The last unit starting at or before `offset` (units are in flat order).
+  auto after = std::upper_bound(units.begin(), units.end(), offset,
+                                [](int64_t at, const UnitPartition& u) { return at < u.flat_begin; });
+  ZERO_CHECK(after != units.begin(), "flat element " << offset << " precedes every unit");
+  const size_t u = static_cast<size_t>(after - units.begin()) - 1;
+  ZERO_CHECK(offset < units[u].flat_begin + units[u].numel || units[u].numel == 0,
+             "flat element " << offset << " lies in no unit");
+  return u;
+}
+
+void HeldUnitGradients::add(size_t u, const Tensor& micro_batch_grad) {
+  const int64_t numel = layout_.unit(u).numel;
+  ZERO_CHECK(micro_batch_grad.dtype() == DType::kF32 && micro_batch_grad.numel() >= numel,
+             "unit " << u << "'s gradient: " << micro_batch_grad.describe());
+  Tensor real = micro_batch_grad.view(0, {numel});
+  if (!held_[u].defined()) {
+    backend_.round_in_place(real, param_dtype_);  // 0 + rounded: the accumulator's first add
+    held_[u] = micro_batch_grad;
+    return;
+  }
+  Tensor sum = held_[u].view(0, {numel});
+  backend_.add_rounded(sum, real, param_dtype_);
+}
+
+Tensor HeldUnitGradients::unit(size_t u) {
+  const int64_t numel = layout_.unit(u).numel;
+  if (!held_[u].defined()) held_[u] = backend_.zeros({numel}, DType::kF32, MemoryCategory::kGrads);
+  return held_[u].view(0, {numel});
+}
+
+Tensor HeldUnitGradients::view(int64_t offset, int64_t count) {
+  const size_t u = unit_at(offset);
+  const UnitPartition& part = layout_.unit(u);
+  ZERO_CHECK(offset + count <= part.flat_begin + part.numel,
+             "gradient elements [" << offset << ", " << offset + count << ") leave unit " << u);
+  return unit(u).view(offset - part.flat_begin, {count});
+}
+
+std::vector<backend::UpdatePiece> HeldUnitGradients::pieces() {
+  std::vector<backend::UpdatePiece> out;
+  for (size_t u = 0; u < held_.size(); ++u) {
+    if (unit_segments_[u].empty()) continue;
+    out.push_back({layout_.unit(u).flat_begin, unit(u), unit_segments_[u]});
+  }
+  return out;
+}
+
+void HeldUnitGradients::clear() {
+  for (Tensor& t : held_) t = Tensor();
+}
+
+}  // namespace zero::sharding

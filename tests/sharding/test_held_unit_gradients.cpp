@@ -1,0 +1,115 @@
+// HeldUnitGradients (sharding/held_unit_gradients.h): the first micro-batch's buffer becomes the
+// unit's gradient rounded in place, later ones are added rounded - bit for bit what a zeroed
+// f32 accumulator with Backend::add_rounded holds - and the pieces and views address the same
+// elements as the flat layout, for an optimizer update and for norms of parameter ranges.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/half.h"
+#include "engine/zero_harness.h"
+#include "sharding/held_unit_gradients.h"
+
+namespace zero::sharding {
+namespace {
+using engine::zero_test::small_model;
+
+std::vector<float> values(const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  std::memcpy(out.data(), t.raw_data(), out.size() * sizeof(float));
+  return out;
+}
+
+Tensor random_f32(backend::CpuBackend& cpu, int64_t n, uint32_t seed) {
+  Tensor t = cpu.zeros({n}, DType::kF32, MemoryCategory::kWorkspace);
+  uint32_t x = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    // Values with more than bf16's 8 significant bits, so the rounding shows.
+    t.data<float>()[i] = (static_cast<float>(x >> 8) / 16777216.0f - 0.5f) * 3.0f;
+  }
+  return t;
+}
+
+struct Fixture {
+  backend::CpuBackend cpu;
+  std::unique_ptr<model::Model> net = small_model("llama", cpu);
+  PartitionLayout layout{*net, 1, 0};
+  std::vector<backend::ParamSegment> segments;
+  Fixture() {
+    for (model::Parameter* p : net->parameters()) {
+      segments.push_back({p->flat_offset, p->numel(), p->spec.weight_decay});
+    }
+  }
+};
+
+TEST(HeldUnitGradients, SumsMicroBatchesAsARoundedAccumulatorDoes) {
+  Fixture f;
+  HeldUnitGradients held(f.cpu, f.layout, f.segments, DType::kBF16);
+  const size_t u = 1;
+  const int64_t numel = f.layout.unit(u).numel;
+  const Tensor first = random_f32(f.cpu, f.layout.unit(u).padded_numel, 1);
+  const Tensor second = random_f32(f.cpu, f.layout.unit(u).padded_numel, 2);
+  // The reference: a zeroed f32 accumulator taking both, rounded.
+  Tensor accumulator = f.cpu.zeros({numel}, DType::kF32, MemoryCategory::kWorkspace);
+  f.cpu.add_rounded(accumulator, first.view(0, {numel}), DType::kBF16);
+  f.cpu.add_rounded(accumulator, second.view(0, {numel}), DType::kBF16);
+
+  Tensor buffer = f.cpu.empty({first.numel()}, DType::kF32, MemoryCategory::kWorkspace);
+  f.cpu.copy(buffer, first);
+  held.add(u, buffer);
+  // The first micro-batch's buffer is kept (no copy), rounded in place.
+  EXPECT_EQ(held.unit(u).raw_data(), buffer.raw_data());
+  for (float v : values(held.unit(u))) ASSERT_EQ(round_to_bf16(v), v);
+  held.add(u, second);
+  EXPECT_EQ(values(held.unit(u)), values(accumulator));
+}
+
+TEST(HeldUnitGradients, PiecesAndViewsAddressTheFlatLayout) {
+  Fixture f;
+  HeldUnitGradients held(f.cpu, f.layout, f.segments, DType::kBF16);
+  const size_t units = f.layout.units().size();
+  for (size_t u = 0; u < units; ++u) {
+    held.add(u, random_f32(f.cpu, f.layout.unit(u).padded_numel, static_cast<uint32_t>(10 + u)));
+  }
+  // Every segment appears once, in its unit's piece, at its flat offset.
+  std::vector<backend::ParamSegment> rebuilt;
+  for (const backend::UpdatePiece& piece : held.pieces()) {
+    for (const backend::ParamSegment& s : piece.segments) {
+      EXPECT_LE(s.offset + s.length, piece.grads.numel());
+      rebuilt.push_back({piece.offset + s.offset, s.length, s.weight_decay});
+    }
+  }
+  ASSERT_EQ(rebuilt.size(), f.segments.size());
+  for (size_t i = 0; i < rebuilt.size(); ++i) {
+    EXPECT_EQ(rebuilt[i].offset, f.segments[i].offset) << i;
+    EXPECT_EQ(rebuilt[i].length, f.segments[i].length) << i;
+    EXPECT_EQ(rebuilt[i].weight_decay, f.segments[i].weight_decay) << i;
+  }
+  // A parameter's view is its unit's slice.
+  for (model::Parameter* p : f.net->parameters()) {
+    const size_t u = f.net->unit_of(p);
+    const Tensor whole = held.unit(u);
+    const Tensor view = held.view(p->flat_offset, p->numel());
+    EXPECT_EQ(view.raw_data(), static_cast<const float*>(whole.raw_data()) +
+                                   (p->flat_offset - f.layout.unit(u).flat_begin))
+        << p->spec.name;
+  }
+}
+
+TEST(HeldUnitGradients, HoldsGradientBytesOnlyUntilCleared) {
+  Fixture f;
+  const size_t before = f.cpu.allocator().stats().live(MemoryCategory::kGrads);
+  HeldUnitGradients held(f.cpu, f.layout, f.segments, DType::kBF16);
+  EXPECT_EQ(f.cpu.allocator().stats().live(MemoryCategory::kGrads), before);
+  // A unit whose backward never ran reads as zeros (allocated as gradients).
+  for (float v : values(held.unit(0))) EXPECT_EQ(v, 0.0f);
+  EXPECT_GT(f.cpu.allocator().stats().live(MemoryCategory::kGrads), before);
+  held.clear();
+  EXPECT_EQ(f.cpu.allocator().stats().live(MemoryCategory::kGrads), before);
+}
+
+}  // namespace
+}  // namespace zero::sharding
