@@ -578,10 +578,37 @@ void ZeroStage::gather_into(Tensor& full, const std::function<Tensor(size_t, siz
 }
 
 Tensor* ZeroStage::fused_param_copy() {
-  const bool eligible = stage_ == 0 && precision_.mixed() && host_backend_ == nullptr &&
-                        master_.defined() && master_.dtype() == DType::kF32 &&
-                        param_storage_.defined() && param_storage_.numel() == master_.numel();
-  return eligible ? &param_storage_ : nullptr;
+  const bool eligible = precision_.mixed() && host_backend_ == nullptr && split_ == 0 &&
+                        master_.defined() && master_.dtype() == DType::kF32;
+  if (!eligible) return nullptr;
+  if (stage_ == 0) {
+    const bool whole = param_storage_.defined() && param_storage_.numel() == master_.numel();
+    return whole ? &param_storage_ : nullptr;
+  }
+  if (stage_ == 3) {
+    // The device tier's partition is a view: the update writes the stored values directly.
+    if (partition_store_->tier() != config::OffloadDevice::kNone) return nullptr;
+    partition_copy_ = partition_store_->read(0, layout_.units().size() - 1);
+    return &partition_copy_;
+  }
+  if (!partition_copy_.defined()) {
+    partition_copy_ =
+        backend_.empty({layout_.partition_numel()}, precision_.param, MemoryCategory::kComm);
+    // The update writes the segments; the padding between them must be the master's zeros.
+    int64_t at = 0;
+    const auto zero_until = [&](int64_t end) {
+      if (end > at) {
+        Tensor gap = partition_copy_.view(at, {end - at});
+        backend_.fill(gap, 0.0);
+      }
+    };
+    for (const backend::ParamSegment& s : layout_.segments()) {
+      zero_until(s.offset);
+      at = std::max(at, s.offset + s.length);
+    }
+    zero_until(layout_.partition_numel());
+  }
+  return &partition_copy_;
 }
 
 void ZeroStage::publish_parameters(int64_t step) {
@@ -604,7 +631,7 @@ void ZeroStage::publish_parameters(int64_t step) {
       // The CPU step's result goes to the partition's tier straight from host memory.
       partition_store_->write_from_host(0, layout_.units().size() - 1,
                                         host_partition_in(precision_.param));
-    } else {
+    } else if (!param_copy_fresh_) {
       partition_store_->write(0, layout_.units().size() - 1, master_);  // rounds to the dtype
     }
   } else if (stage_ == 0 && mixed) {
@@ -616,7 +643,7 @@ void ZeroStage::publish_parameters(int64_t step) {
     param_copy_fresh_ = false;
   } else if (stage_ == 1 || stage_ == 2) {
     const DType dtype = mixed ? precision_.param : DType::kF32;
-    const Tensor partition = master_on_device(dtype);
+    const Tensor partition = param_copy_fresh_ ? partition_copy_ : master_on_device(dtype);
     const auto shards = [&](size_t first, size_t last) {
       const int64_t begin = layout_.unit(first).partition_offset;
       return partition.view(begin, {layout_.unit(last).partition_offset +
@@ -625,6 +652,8 @@ void ZeroStage::publish_parameters(int64_t step) {
     // The updated shards travel in the parameters' dtype, as DeepSpeed all-gathers them.
     gather_into(mixed ? param_storage_ : model_.flat_params(), shards);
   }
+  param_copy_fresh_ = false;
+  partition_copy_ = Tensor();
   if (fetcher_) fetcher_->invalidate();
 }
 

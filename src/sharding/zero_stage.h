@@ -135,11 +135,14 @@ class ZeroStage final : public model::UnitObserver {
   // publish_parameters() uploads it instead of converting the master weights again.
   Tensor& offload_param_copy() { return host_param_copy_; }
   void offloaded_step_done() { host_param_copy_fresh_ = true; }
-  // Stage 0 with 16-bit parameters and f32 master weights updated on this stage's backend: the
-  // 16-bit parameter buffer the optimizer update writes in the same pass
-  // (Backend::optimizer_update_with_copy; it holds the rounded master weights, so the elements
-  // no segment covers are already right); null otherwise. Call param_copy_written() after such
-  // an update, so publish_parameters() does not convert the master weights again.
+  // 16-bit parameters with f32 master weights updated on this stage's backend: the 16-bit buffer
+  // the optimizer update writes in the same pass (Backend::optimizer_update_with_copy), whose
+  // elements no segment covers already hold the rounded master weights. Stage 0: the parameters
+  // themselves. Stages 1-2: a transient partition buffer (padding zeroed) that
+  // publish_parameters() all-gathers instead of converting the master partition. Stage 3 with
+  // the partition on the device: the stored partition itself. Null otherwise (offload, partial
+  // offload, bf16 master weights, 32-bit parameters). Call param_copy_written() after such an
+  // update, so publish_parameters() does not convert the master weights again.
   Tensor* fused_param_copy();
   void param_copy_written() { param_copy_fresh_ = true; }
   std::span<const backend::ParamSegment> update_segments() const;
@@ -253,7 +256,8 @@ class ZeroStage final : public model::UnitObserver {
   Tensor partition_grads_;    // stages >= 1: this rank's reduced gradients (accum dtype)
   Tensor update_grads_f32_;   // the f32 gradients the optimizer reads, when a conversion is needed
   Tensor param_storage_;      // 16-bit full parameters (stages 0-2 with 16-bit parameters)
-  bool param_copy_fresh_ = false;  // the update wrote param_storage_ (fused_param_copy)
+  bool param_copy_fresh_ = false;  // the update wrote fused_param_copy()
+  Tensor partition_copy_;     // fused_param_copy() at stages 1-3 (a view of the store at 3)
   std::unique_ptr<PartitionStore> partition_store_;  // stage 3: the parameter partition
   std::vector<Tensor> unit_grads_;  // per-unit f32 gradient buffers during backward
   std::unique_ptr<GradientReducer> reducer_;

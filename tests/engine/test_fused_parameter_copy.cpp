@@ -1,8 +1,8 @@
-// At ZeRO stage 0 with bf16 parameters and f32 master weights, the optimizer update writes the
-// bf16 parameters in the same pass (Backend::optimizer_update_with_copy, fused on a GPU), so the
-// step runs no separate conversion of the whole model; at stage 1 the partition still goes
-// through publish_parameters' gather. Both give the same parameters as before: the CPU's
-// default composes the update and Backend::copy.
+// With bf16 parameters and f32 master weights the optimizer update writes the bf16 copy in the
+// same pass (Backend::optimizer_update_with_copy, fused on a GPU): at stage 0 the parameters
+// themselves, at stages 1-2 the partition that publish_parameters() all-gathers, at stage 3 the
+// stored partition. So no step converts the master weights separately. All give the same
+// parameters as before: the CPU's default composes the update and Backend::copy.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -25,6 +25,7 @@ struct ProfiledStep {
   std::vector<backend::KernelRecord> records;
   std::vector<float> params;
   int64_t num_parameters = 0;
+  int64_t partition_numel = 0;
 };
 
 // Two bf16 steps of the small Llama at `stage` on the CPU, the second one profiled.
@@ -46,6 +47,7 @@ ProfiledStep run(int stage) {
   }
   out.params = to_vector(engine.gather_parameters());
   out.num_parameters = engine.model().num_parameters();
+  out.partition_numel = engine.zero_stage().layout().partition_numel();
   return out;
 }
 
@@ -56,27 +58,26 @@ bool has_op(const ProfiledStep& p, const std::string& op) {
   return false;
 }
 
-// A conversion of all the parameters to bf16 ("copy dst[N] from f32").
-bool converts_whole_model(const ProfiledStep& p) {
-  const std::string shape = "dst[" + std::to_string(p.num_parameters) + "] from f32";
+// A conversion of `numel` elements to bf16 ("copy dst[numel] from f32").
+bool converts_to_bf16(const ProfiledStep& p, int64_t numel) {
+  const std::string shape = "dst[" + std::to_string(numel) + "] from f32";
   for (const auto& r : p.records) {
     if (r.op == "copy" && r.shape == shape && r.dtype == "bf16") return true;
   }
   return false;
 }
 
-TEST(FusedParameterCopy, StageZeroWritesTheBf16ParametersInTheUpdate) {
+TEST(FusedParameterCopy, EveryStageWritesTheBf16CopyInTheUpdate) {
   const ProfiledStep stage0 = run(0);
-  EXPECT_TRUE(has_op(stage0, "optimizer_update (+16-bit copy)"));
-  EXPECT_FALSE(has_op(stage0, "optimizer_update"));
-  EXPECT_FALSE(converts_whole_model(stage0)) << "the update already wrote the bf16 parameters";
-
-  // Stage 1 updates a partition and gathers it: the plain update.
-  const ProfiledStep stage1 = run(1);
-  EXPECT_TRUE(has_op(stage1, "optimizer_update"));
-  EXPECT_FALSE(has_op(stage1, "optimizer_update (+16-bit copy)"));
-  // One rank: the same parameters, bit for bit.
-  EXPECT_EQ(stage0.params, stage1.params);
+  for (int stage = 0; stage <= 3; ++stage) {
+    const ProfiledStep profiled = stage == 0 ? stage0 : run(stage);
+    EXPECT_TRUE(has_op(profiled, "optimizer_update (+16-bit copy)")) << "stage " << stage;
+    EXPECT_FALSE(has_op(profiled, "optimizer_update")) << "stage " << stage;
+    EXPECT_FALSE(converts_to_bf16(profiled, profiled.num_parameters)) << "stage " << stage;
+    EXPECT_FALSE(converts_to_bf16(profiled, profiled.partition_numel)) << "stage " << stage;
+    // One rank: the same parameters, bit for bit.
+    EXPECT_EQ(profiled.params, stage0.params) << "stage " << stage;
+  }
 }
 
 }  // namespace
