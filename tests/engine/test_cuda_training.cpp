@@ -1,8 +1,9 @@
 // The device-clean training proofs (test_device_clean_training.cpp) re-run on the CUDA backend:
 // the tiny GPT-2 and Llama models train 3 steps on the GPU and on the CPU oracle with losses and
 // parameters within tolerance, the step reads the device once and uploads only the batch, and
-// no cudaMalloc happens once the step repeats; 50 bf16 steps track the CPU within 1%; a GPU
-// checkpoint resumes bit-exactly on the GPU and loads on the CPU. Skipped without a GPU.
+// no cudaMalloc happens once the step repeats; 50 bf16 steps of the tiny Llama stay within 1% of
+// the CPU at every step; a GPU checkpoint resumes bit-exactly on the GPU and loads on the CPU.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -43,8 +44,16 @@ void PrintTo(const Variant& v, std::ostream* os) {
       << (v.cpu_checkpointing ? " on the host" : "");
 }
 
-EngineSettings settings_for(const Variant& v) {
-  EngineSettings s = zero_settings(v.stage, kMicro, 2, 1);
+// The tokens of one optimizer step: `accumulation` micro-batches of `micro` sequences of
+// `seq_len` tokens. The default is the short tests' 2 x 2 x 8 = 32 tokens.
+struct StepShape {
+  int64_t micro = kMicro;
+  int64_t seq_len = kSeqLen;
+  int64_t accumulation = 2;
+};
+
+EngineSettings settings_for(const Variant& v, const StepShape& shape = {}) {
+  EngineSettings s = zero_settings(v.stage, shape.micro, shape.accumulation, 1);
   s.bf16.enabled = v.bf16;
   s.activation_checkpointing.cpu_checkpointing = v.cpu_checkpointing;
   return s;
@@ -55,15 +64,18 @@ std::function<model::Batch()> batches(int64_t step, int64_t vocab) {
   return [=] { return batch_for(step, (*index)++, kMicro, kSeqLen, vocab); };
 }
 
-TrainedRun train(backend::Backend& backend, const Variant& v, int steps) {
+TrainedRun train(backend::Backend& backend, const Variant& v, int steps,
+                 const StepShape& shape = {}) {
   comm::SelfComm comm(&backend);  // its copies of device tensors go through the backend
   auto net = small_model(v.family, backend);
   net->set_activation_checkpointing(v.checkpointing);
-  Engine engine(std::move(net), settings_for(v), comm);
+  Engine engine(std::move(net), settings_for(v, shape), comm);
   TrainedRun run;
   const int64_t vocab = engine.model().config()->vocab_size;
-  for (int step = 0; step < steps; ++step)
-    run.losses.push_back(engine.train_batch(batches(step, vocab)));
+  for (int step = 0; step < steps; ++step) {
+    run.losses.push_back(
+        engine.train_batch(step_batches(step, shape.micro, shape.seq_len, vocab)));
+  }
   Tensor full = engine.gather_parameters();
   run.params.resize(static_cast<size_t>(full.numel()));
   engine.model().backend().copy_to_host(run.params.data(), full);
@@ -150,26 +162,35 @@ TEST_P(CudaTraining, OneDeviceReadPerStepAndNoNewDeviceMemory) {
   EXPECT_EQ(gpu.caching_allocator().cache_stats().raw_allocations, warm.raw_allocations);
 }
 
-// Issue 12's tracking proof: 50 bf16 steps of the tiny Llama on the GPU follow the CPU oracle's
-// bf16 run without drifting. Both round every stored value to bf16, but the GPU sums in other
-// orders; at this size (32 tokens a micro-batch) one f32 unit of a norm's rstd already scatters
-// later steps' losses by up to 1.8% on either side of the CPU's (measured: an H200, and the
-// simulator with warp-order norm sums), while the means over 10 steps stay within 0.12%. So:
-// step 0 (identical parameters) within 0.5%; every step within 3% (the scatter); every 10-step
-// mean within 1% (a drift - a wrong gradient, a lost scale - moves the means).
-TEST(CudaTrainingLong, FiftyBf16StepsOfTheTinyLlamaTrackTheCpuWithoutDrift) {
+// Issue 12's tracking proof: 50 bf16 steps of the tiny Llama on the GPU stay within 1% of the
+// CPU oracle's bf16 run at every step, and do not drift. Both round every stored value to bf16
+// but sum in other orders (warp-order reductions, cuBLASLt tiles), and AdamW can turn a
+// rounding-sized difference in a near-zero gradient into a whole learning-rate step, so the runs
+// part a little more every step; how far their losses part shrinks as a step trains on more
+// tokens (the loss and the gradients average over more tokens). At the short tests' 32
+// tokens a step (2 micro-batches of 2 sequences of 8) the simulator scatters later steps by up
+// to 1.8% (0.1-1.3% on three other data streams), so this run takes 4 micro-batches of 8
+// sequences of 16 tokens (the model's max_position_embeddings): 512 tokens a step. Measured on
+// the CUDA simulator: worst step 0.03% on this data; over 12 data streams at 512 tokens a step
+// (splits 32x16x1, 16x16x2, 8x16x4) at most 0.40%, 10-step means at most 0.08%. So: step 0
+// (identical parameters, only the forward's rounding differs) within 0.5%; every step within
+// 1%, the issue's bound; every 10-step mean within 0.25% (a drift - a wrong gradient, a lost
+// scale - moves all of a window's steps one way, while the scatter averages out). The simulator
+// takes about 32 s of CPU for it.
+TEST(CudaTrainingLong, FiftyBf16StepsOf512TokensTrackTheCpuWithinOnePercent) {
   if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const Variant v{"llama", 0, true, false};
+  const StepShape shape{/*micro=*/8, /*seq_len=*/16, /*accumulation=*/4};
   backend::CpuBackend cpu;
-  const TrainedRun reference = train(cpu, v, 50);
+  const TrainedRun reference = train(cpu, v, 50, shape);
   backend::CudaBackend gpu(0);
-  const TrainedRun gpu_run = train(gpu, v, 50);
+  const TrainedRun gpu_run = train(gpu, v, 50, shape);
   ASSERT_EQ(gpu_run.losses.size(), reference.losses.size());
   const auto relative = [](double a, double b) { return std::fabs(a - b) / std::fabs(b); };
   EXPECT_LE(relative(gpu_run.losses[0], reference.losses[0]), 0.005) << "step 0";
   double worst_step = 0.0, worst_window = 0.0;
   for (size_t i = 0; i < reference.losses.size(); ++i) {
-    EXPECT_LE(relative(gpu_run.losses[i], reference.losses[i]), 0.03) << "step " << i;
+    EXPECT_LE(relative(gpu_run.losses[i], reference.losses[i]), 0.01) << "step " << i;
     worst_step = std::max(worst_step, relative(gpu_run.losses[i], reference.losses[i]));
   }
   for (size_t w = 0; w + 10 <= reference.losses.size(); w += 10) {
@@ -178,12 +199,13 @@ TEST(CudaTrainingLong, FiftyBf16StepsOfTheTinyLlamaTrackTheCpuWithoutDrift) {
       cpu_mean += reference.losses[i] / 10;
       gpu_mean += gpu_run.losses[i] / 10;
     }
-    EXPECT_LE(relative(gpu_mean, cpu_mean), 0.01) << "steps " << w << ".." << w + 9;
+    EXPECT_LE(relative(gpu_mean, cpu_mean), 0.0025) << "steps " << w << ".." << w + 9;
     worst_window = std::max(worst_window, relative(gpu_mean, cpu_mean));
   }
   // The figures behind the bounds, for the record of each device's run.
-  std::printf("50 bf16 steps: worst step %.4f, worst 10-step mean %.4f (relative to the CPU)\n",
-              worst_step, worst_window);
+  std::printf("50 bf16 steps of 512 tokens: worst step %.5f, worst 10-step mean %.5f, step 0 "
+              "%.5f (relative to the CPU)\n",
+              worst_step, worst_window, relative(gpu_run.losses[0], reference.losses[0]));
   if (::testing::Test::HasFailure()) {
     std::string curves = "step  cpu      gpu\n";
     for (size_t i = 0; i < reference.losses.size(); ++i) {
