@@ -4,7 +4,8 @@
 // holds up to kVectors vectors, vector lane + 32 j of the row), with warp-shuffle reductions -
 // no shared memory, no __syncthreads. Usable where every row starts on a 16-byte boundary
 // (channels * sizeof(T) % 16 == 0 and 16-byte aligned pointers) and the row fits the register
-// bound; the block-per-row kernels handle the rest.
+// bound; the block-per-row kernels handle the rest. The kernels themselves are in
+// cuda_norm_rows.cuh; these are their row-level pieces.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -56,6 +57,29 @@ __device__ __forceinline__ uint4* norm_vectors(T* base, int64_t r, int64_t vecto
   return reinterpret_cast<uint4*>(base) + r * vectors;
 }
 
+// Calls fn(j, i) for this lane's vectors of the row, j in order: register slot j holds the
+// row's vector i = lane + 32 j; slots past the row's end are skipped (they hold zeros).
+template <int kVectors, typename Fn>
+__device__ __forceinline__ void for_each_row_vector(int64_t vectors, int lane, Fn&& fn) {
+#pragma unroll
+  for (int j = 0; j < kVectors; ++j) {
+    const int64_t i = lane + int64_t{j} * kWarp;
+    if (i < vectors) fn(j, i);
+  }
+}
+
+// Loads this lane's vectors of row r of base into its register slots (zeros past the row).
+template <typename T, int kVectors>
+__device__ __forceinline__ void norm_load_row(uint4 (&v)[kVectors], const T* base, int64_t r,
+                                              int64_t vectors, int lane) {
+  const uint4* row = norm_vectors(base, r, vectors);
+#pragma unroll
+  for (int j = 0; j < kVectors; ++j) {
+    const int64_t i = lane + int64_t{j} * kWarp;
+    v[j] = i < vectors ? row[i] : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Loads this lane's vectors of the row the forward normalises: x's row, or with a residual
 // x + residual rounded to T, stored to sum_out (which may be x: each lane reads its vectors
 // before it writes them) and kept as stored - norm_input_row's semantics.
@@ -63,12 +87,7 @@ template <typename T, int kVectors>
 __device__ __forceinline__ void norm_load_input(uint4 (&v)[kVectors], const T* x, T* sum_out,
                                                 const T* residual, int64_t r, int64_t vectors,
                                                 int lane) {
-  const uint4* xr = norm_vectors(x, r, vectors);
-#pragma unroll
-  for (int j = 0; j < kVectors; ++j) {
-    const int64_t i = lane + int64_t{j} * kWarp;
-    v[j] = i < vectors ? xr[i] : make_uint4(0, 0, 0, 0);
-  }
+  norm_load_row<T>(v, x, r, vectors, lane);
   if (residual == nullptr) return;
   const uint4* rr = norm_vectors(residual, r, vectors);
   uint4* sr = norm_vectors(sum_out, r, vectors);
