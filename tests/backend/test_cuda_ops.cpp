@@ -740,6 +740,55 @@ TEST_F(CudaOps, OptimizerUpdatesMatchTheCpu) {
   }
 }
 
+// The chunked schedule (one block per 4 Ki elements of any segment, 16-byte vectors where
+// aligned): segments spanning several chunks, offsets that are no multiple of 4 (the scalar
+// path), an empty one, gaps left untouched, and more segments than one launch takes (96).
+TEST_F(CudaOps, OptimizerUpdatesOverManyUnevenSegmentsMatchTheCpu) {
+  std::vector<ParamSegment> segments = {{0, 9000, true}, {9001, 4099, false}, {13100, 0, true},
+                                        {13102, 8195, true}};
+  int64_t at = 21300;
+  for (int i = 0; i < 120; ++i) {  // short ones, every length and alignment mod 4
+    segments.push_back({at, 3 + i % 7, i % 3 != 0});
+    at += 3 + i % 7 + i % 2;
+  }
+  const int64_t n = at + 5;
+  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kLion, OptimizerKind::kAdagrad}) {
+    for (DType copy_dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+      OptimizerHyper hyper;
+      hyper.lr = 2e-3;
+      hyper.weight_decay = 0.1;
+      hyper.step = 2;
+      hyper.grad_scale = 0.5;
+      const size_t states = kind == OptimizerKind::kAdam ? 2 : 1;
+      std::vector<double> res[2];
+      std::vector<uint8_t> copies[2];
+      int slot = 0;
+      for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+        Tensor p = upload(*be, random_values(n, 41), {n}, DType::kF32);
+        Tensor g = upload(*be, random_values(n, 42), {n}, DType::kF32);
+        std::vector<Tensor> state;
+        for (size_t s = 0; s < states; ++s) {
+          state.push_back(upload(*be, random_values(n, 43 + static_cast<uint32_t>(s), 0.0f, 0.01f),
+                                 {n}, DType::kF32));
+        }
+        Tensor copy = be->empty({n}, copy_dtype, MemoryCategory::kOther);
+        be->copy(copy, p);
+        be->optimizer_update_with_copy(kind, p, g, state, segments, hyper, copy);
+        copies[slot] = download_bytes(*be, copy);
+        res[slot] = download(*be, p);
+        for (const Tensor& s : state) {
+          const std::vector<double> sv = download(*be, s);
+          res[slot].insert(res[slot].end(), sv.begin(), sv.end());
+        }
+        ++slot;
+      }
+      EXPECT_EQ(res[0], res[1]) << "optimizer kind " << static_cast<int>(kind);
+      EXPECT_EQ(copies[0], copies[1]) << "optimizer kind " << static_cast<int>(kind) << " copy "
+                                      << dtype_name(copy_dtype);
+    }
+  }
+}
+
 TEST_F(CudaOps, Float64TensorsAreRefusedNamingTheOp) {
   Tensor x = gpu().zeros({4}, DType::kF64, MemoryCategory::kOther);
   Tensor y = gpu().zeros({4}, DType::kF64, MemoryCategory::kOther);

@@ -4,8 +4,15 @@
 // per segment: one block per segment reduces ||p|| and ||u|| in f64 with a fixed tree.
 //
 // Segments travel as kernel parameters (kSegmentsPerLaunch per launch), so an update needs no
-// host-to-device copy; blockIdx.y picks the segment, blockIdx.x strides over its elements.
+// host-to-device copy. Adam, Lion and Adagrad cut every segment into chunks of kChunk elements,
+// one block per chunk (a block finds its segment by binary search over the batch's chunk
+// prefix): every block has work, however unequal the segments (a 2 Ki-element norm weight
+// beside a 65 Mi-element embedding; sizing the grid for the longest left most blocks empty).
+// Aligned chunks move four elements per 16-byte access; the per-element arithmetic is the
+// scalar path's, so the bits do not depend on the path. Lamb keeps one block per segment.
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/cuda_device_math.cuh"
@@ -15,7 +22,8 @@ namespace zero::backend::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kSegmentsPerLaunch = 96;  // 96 x 24 bytes: well inside the 4 KiB parameter space
+constexpr int kSegmentsPerLaunch = 96;  // 96 x 24 + 97 x 4 bytes: well inside 4 KiB of parameters
+constexpr int kChunk = 4096;            // elements per block: 4 float4 per thread
 
 struct Segment {
   int64_t offset;
@@ -25,6 +33,9 @@ struct Segment {
 };
 struct SegmentBatch {
   Segment segment[kSegmentsPerLaunch];
+  // Chunked kernels: segment s owns blocks [first_chunk[s], first_chunk[s + 1]).
+  int32_t first_chunk[kSegmentsPerLaunch + 1];
+  int32_t count;
 };
 
 // The element type of the rounded parameter copy, or NoCopy for an update without one.
@@ -39,62 +50,120 @@ struct AdamConstants {
   float b1, b2, step_size, inv_sqrt_bc2, eps, grad_scale;
   bool decoupled;
 };
-
-template <typename C>
-__global__ void adam_kernel(float* p, const float* g, float* m, float* v, SegmentBatch batch,
-                            AdamConstants k, C* copy) {
-  const Segment seg = batch.segment[blockIdx.y];
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
-       j += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t i = seg.offset + j;
-    float grad = g[i] * k.grad_scale;
-    if (!k.decoupled) grad += seg.weight_decay * p[i];
-    m[i] = k.b1 * m[i] + (1.0f - k.b1) * grad;
-    v[i] = k.b2 * v[i] + (1.0f - k.b2) * grad * grad;
-    const float denom = sqrtf(v[i]) * k.inv_sqrt_bc2 + k.eps;
-    float param = p[i];
-    if (k.decoupled) param -= seg.rounded_decay * param;
-    p[i] = param - k.step_size * m[i] / denom;
-    store_copy(copy, i, p[i]);
-  }
-}
-
 struct LionConstants {
   float b1, b2, lr, grad_scale;
 };
-
-template <typename C>
-__global__ void lion_kernel(float* p, const float* g, float* m, SegmentBatch batch,
-                            LionConstants k, C* copy) {
-  const Segment seg = batch.segment[blockIdx.y];
-  const float keep = seg.rounded_decay;  // float(1 - lr * wd), rounded from double on the host
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
-       j += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t i = seg.offset + j;
-    const float grad = g[i] * k.grad_scale;
-    const float c = k.b1 * m[i] + (1.0f - k.b1) * grad;
-    const float sign = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
-    p[i] = p[i] * keep - k.lr * sign;
-    store_copy(copy, i, p[i]);
-    m[i] = k.b2 * m[i] + (1.0f - k.b2) * grad;
-  }
-}
-
 struct AdagradConstants {
   float lr, eps, grad_scale;
 };
 
+// One element's update in registers (p, the states s0/s1, the gradient g), in the CPU's
+// operation order (backend/cpu/cpu_optimizers.cpp).
+struct AdamStep {
+  AdamConstants k;
+  static constexpr int kStates = 2;  // exp_avg, exp_avg_sq
+  __device__ __forceinline__ void operator()(float& p, float g, float& m, float& v,
+                                             const Segment& seg) const {
+    float grad = g * k.grad_scale;
+    if (!k.decoupled) grad += seg.weight_decay * p;
+    m = k.b1 * m + (1.0f - k.b1) * grad;
+    v = k.b2 * v + (1.0f - k.b2) * grad * grad;
+    const float denom = sqrtf(v) * k.inv_sqrt_bc2 + k.eps;
+    float param = p;
+    if (k.decoupled) param -= seg.rounded_decay * param;
+    p = param - k.step_size * m / denom;
+  }
+};
+struct LionStep {
+  LionConstants k;
+  static constexpr int kStates = 1;  // exp_avg
+  __device__ __forceinline__ void operator()(float& p, float g, float& m, float& /*unused*/,
+                                             const Segment& seg) const {
+    const float keep = seg.rounded_decay;  // float(1 - lr * wd), rounded from double on the host
+    const float grad = g * k.grad_scale;
+    const float c = k.b1 * m + (1.0f - k.b1) * grad;
+    const float sign = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
+    p = p * keep - k.lr * sign;
+    m = k.b2 * m + (1.0f - k.b2) * grad;
+  }
+};
+struct AdagradStep {
+  AdagradConstants k;
+  static constexpr int kStates = 1;  // sum_sq
+  __device__ __forceinline__ void operator()(float& p, float g, float& s, float& /*unused*/,
+                                             const Segment& seg) const {
+    const float grad = g * k.grad_scale + seg.weight_decay * p;
+    s += grad * grad;
+    p -= k.lr * grad / (sqrtf(s) + k.eps);
+  }
+};
+
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// Four rounded copies: one 8-byte store for 16-bit types (4-element aligned), else scalar.
 template <typename C>
-__global__ void adagrad_kernel(float* p, const float* g, float* s, SegmentBatch batch,
-                               AdagradConstants k, C* copy) {
-  const Segment seg = batch.segment[blockIdx.y];
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < seg.length;
-       j += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t i = seg.offset + j;
-    const float grad = g[i] * k.grad_scale + seg.weight_decay * p[i];
-    s[i] += grad * grad;
-    p[i] -= k.lr * grad / (sqrtf(s[i]) + k.eps);
-    store_copy(copy, i, p[i]);
+__device__ __forceinline__ void store_copy4(C* copy, int64_t i, const float (&v)[4]) {
+  if constexpr (std::is_same_v<C, NoCopy>) {
+    return;
+  } else if constexpr (sizeof(C) == 2) {
+    C packed[4];
+#pragma unroll
+    for (int l = 0; l < 4; ++l) store_f32(packed, l, v[l]);
+    uint2 bits;
+    std::memcpy(&bits, packed, sizeof(bits));
+    *reinterpret_cast<uint2*>(copy + i) = bits;
+  } else {
+#pragma unroll
+    for (int l = 0; l < 4; ++l) store_f32(copy, i + l, v[l]);
+  }
+}
+
+// grid: one block per chunk of the batch's segments (SegmentBatch::first_chunk).
+template <typename Step, typename C>
+__global__ void __launch_bounds__(kThreads)
+    chunked_update(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ s0,
+                   float* __restrict__ s1, SegmentBatch batch, Step step, C* __restrict__ copy) {
+  int lo = 0, hi = batch.count - 1;  // the last segment whose first chunk is <= blockIdx.x
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (batch.first_chunk[mid] <= static_cast<int32_t>(blockIdx.x)) lo = mid; else hi = mid - 1;
+  }
+  const Segment seg = batch.segment[lo];
+  const int64_t begin = seg.offset + int64_t{static_cast<int32_t>(blockIdx.x) - batch.first_chunk[lo]} * kChunk;
+  const int64_t end = min(seg.offset + seg.length, begin + kChunk);
+  constexpr bool kTwoStates = Step::kStates == 2;
+  float unused = 0.0f;
+  // Vectors when every array is 16-byte aligned at `begin` (and the copy 8-byte aligned).
+  bool vectors = aligned16(p + begin) && aligned16(g + begin) && aligned16(s0 + begin) &&
+                 (!kTwoStates || aligned16(s1 + begin));
+  if constexpr (!std::is_same_v<C, NoCopy>) {
+    vectors = vectors && reinterpret_cast<uintptr_t>(copy + begin) % (4 * sizeof(C)) == 0;
+  }
+  const int64_t vector_end = vectors ? begin + (end - begin) / 4 * 4 : begin;
+  for (int64_t i = begin + 4 * int64_t{threadIdx.x}; i < vector_end; i += 4 * kThreads) {
+    float4 pv = *reinterpret_cast<const float4*>(p + i);
+    const float4 gv = *reinterpret_cast<const float4*>(g + i);
+    float4 av = *reinterpret_cast<const float4*>(s0 + i);
+    float4 bv = kTwoStates ? *reinterpret_cast<const float4*>(s1 + i) : make_float4(0, 0, 0, 0);
+    float pl[4] = {pv.x, pv.y, pv.z, pv.w}, al[4] = {av.x, av.y, av.z, av.w};
+    float bl[4] = {bv.x, bv.y, bv.z, bv.w};
+    const float gl[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+    for (int l = 0; l < 4; ++l) step(pl[l], gl[l], al[l], bl[l], seg);
+    *reinterpret_cast<float4*>(p + i) = make_float4(pl[0], pl[1], pl[2], pl[3]);
+    *reinterpret_cast<float4*>(s0 + i) = make_float4(al[0], al[1], al[2], al[3]);
+    if (kTwoStates) *reinterpret_cast<float4*>(s1 + i) = make_float4(bl[0], bl[1], bl[2], bl[3]);
+    store_copy4(copy, i, pl);
+  }
+  for (int64_t i = vector_end + threadIdx.x; i < end; i += kThreads) {
+    float pe = p[i], ae = s0[i];
+    float& be = kTwoStates ? s1[i] : unused;
+    step(pe, g[i], ae, be, seg);
+    p[i] = pe;
+    s0[i] = ae;
+    store_copy(copy, i, pe);
   }
 }
 
@@ -144,7 +213,7 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
   for (size_t first = 0; first < segment_count; first += kSegmentsPerLaunch) {
     SegmentBatch batch{};
     const size_t count = std::min<size_t>(kSegmentsPerLaunch, segment_count - first);
-    int64_t longest = 0;
+    int64_t longest = 0;  // Lamb's blocks loop over whole segments
     for (size_t s = 0; s < count; ++s) {
       const ParamSegment& in = segments[first + s];
       const double wd = in.weight_decay ? h.weight_decay : 0.0;
@@ -158,7 +227,15 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
       longest = std::max(longest, in.length);
     }
     if (longest == 0) continue;
-    const dim3 grid(grid_for(longest, kThreads), static_cast<unsigned>(count));
+    batch.count = static_cast<int32_t>(count);
+    int64_t chunks = 0;
+    for (size_t s = 0; s < count; ++s) {
+      batch.first_chunk[s] = static_cast<int32_t>(chunks);
+      chunks += (batch.segment[s].length + kChunk - 1) / kChunk;
+      ZERO_CHECK(chunks <= INT32_MAX, "optimizer update: " << chunks << " chunks in one launch");
+    }
+    batch.first_chunk[count] = static_cast<int32_t>(chunks);
+    const auto blocks = static_cast<unsigned>(chunks);
     switch (kind) {
       case OptimizerKind::kAdam: {
         const AdamConstants k{
@@ -166,7 +243,8 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
             static_cast<float>(h.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
             static_cast<float>(h.eps),      static_cast<float>(h.grad_scale),
             h.adam_w_mode};
-        adam_kernel<C><<<grid, kThreads, 0, stream>>>(params, grads, state0, state1, batch, k, copy);
+        chunked_update<AdamStep, C><<<blocks, kThreads, 0, stream>>>(params, grads, state0, state1,
+                                                                     batch, AdamStep{k}, copy);
         break;
       }
       case OptimizerKind::kLamb: {
@@ -186,13 +264,15 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
       case OptimizerKind::kLion: {
         const LionConstants k{static_cast<float>(h.beta1), static_cast<float>(h.beta2),
                               static_cast<float>(h.lr), static_cast<float>(h.grad_scale)};
-        lion_kernel<C><<<grid, kThreads, 0, stream>>>(params, grads, state0, batch, k, copy);
+        chunked_update<LionStep, C><<<blocks, kThreads, 0, stream>>>(params, grads, state0, nullptr,
+                                                                     batch, LionStep{k}, copy);
         break;
       }
       case OptimizerKind::kAdagrad: {
         const AdagradConstants k{static_cast<float>(h.lr), static_cast<float>(h.eps),
                                  static_cast<float>(h.grad_scale)};
-        adagrad_kernel<C><<<grid, kThreads, 0, stream>>>(params, grads, state0, batch, k, copy);
+        chunked_update<AdagradStep, C><<<blocks, kThreads, 0, stream>>>(
+            params, grads, state0, nullptr, batch, AdagradStep{k}, copy);
         break;
       }
     }
