@@ -55,16 +55,22 @@ TEST_F(CudaOps, StochasticRoundingUsesTheSameBitsAsTheCpu) {
   EXPECT_EQ(download_bytes(cpu(), cd), download_bytes(gpu(), gd));
 }
 
+// Offset 0: 16-byte vectors and a tail; offset 1: the element-wise kernel.
 TEST_F(CudaOps, AddAndScaleMatchTheCpuBitForBit) {
   for (DType dtype : kStorageTypes) {
-    const std::vector<float> y = random_values(3001, 3), x = random_values(3001, 4);
-    Tensor cy = upload(cpu(), y, {3001}, dtype), gy = upload(gpu(), y, {3001}, dtype);
-    Tensor cx = upload(cpu(), x, {3001}, dtype), gx = upload(gpu(), x, {3001}, dtype);
-    cpu().add(cy, cx, 0.37);
-    gpu().add(gy, gx, 0.37);
-    cpu().scale(cy, -1.7);
-    gpu().scale(gy, -1.7);
-    EXPECT_EQ(download_bytes(cpu(), cy), download_bytes(gpu(), gy)) << dtype_name(dtype);
+    for (int64_t offset : {0, 1}) {
+      const std::vector<float> y = random_values(3002, 3), x = random_values(3002, 4);
+      Tensor cy = upload(cpu(), y, {3002}, dtype).view(offset, {3001});
+      Tensor gy = upload(gpu(), y, {3002}, dtype).view(offset, {3001});
+      Tensor cx = upload(cpu(), x, {3002}, dtype).view(offset, {3001});
+      Tensor gx = upload(gpu(), x, {3002}, dtype).view(offset, {3001});
+      cpu().add(cy, cx, 0.37);
+      gpu().add(gy, gx, 0.37);
+      cpu().scale(cy, -1.7);
+      gpu().scale(gy, -1.7);
+      EXPECT_EQ(download_bytes(cpu(), cy), download_bytes(gpu(), gy))
+          << dtype_name(dtype) << " offset " << offset;
+    }
   }
 }
 
