@@ -1,0 +1,125 @@
+// The tensor-core attention backward's kernel choices (ZERO_CUDA_ATTENTION_BWD, see
+// backend/cuda/cuda_attention_backward_choice.h) must give the same bytes: the v2 dK/dV kernels
+// multiply the same fragments in the same order per output element as v1 and skip only terms
+// that are exact zeros, so any difference is a bug (a fragment, mask or skip mistake), not
+// rounding. Shapes: GQA and MQA, sliding windows that cut across 64- and 128-key blocks,
+// sequence lengths that are no multiple of 64, head dims 64 and 128, bf16 and f16. Runs on the
+// simulator (preset cuda-sim) as on a GPU; test_cuda_ops.cpp checks v1 against the CPU oracle.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "backend/cuda/cuda_attention_backward_choice.h"
+#include "core/error.h"
+#include "cuda_test_support.h"
+
+namespace zero::backend::cuda_test {
+namespace {
+
+using cuda::AttentionBackwardKernels;
+
+struct VariantCase {
+  int64_t batch, seq, heads, kv_heads, head_dim, window;
+};
+
+std::string describe(const VariantCase& c, DType dtype) {
+  return "B=" + std::to_string(c.batch) + " T=" + std::to_string(c.seq) +
+         " H=" + std::to_string(c.heads) + " KVH=" + std::to_string(c.kv_heads) +
+         " D=" + std::to_string(c.head_dim) + " window=" + std::to_string(c.window) + " " +
+         dtype_name(dtype);
+}
+
+// Restores the environment's choice however the test ends.
+struct KernelChoiceReset {
+  ~KernelChoiceReset() { cuda::set_attention_backward_kernels(std::nullopt); }
+};
+
+class CudaAttentionVariants : public CudaTest {};
+
+TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1) {
+  const KernelChoiceReset reset;
+  const VariantCase cases[] = {
+      {1, 37, 2, 1, 64, 0},     // one partial tile, GQA
+      {2, 130, 4, 2, 64, 0},    // three 64-key blocks, two 128-key blocks
+      {1, 200, 2, 2, 64, 45},   // a window that ends inside a key block
+      {1, 257, 2, 1, 128, 0},   // MQA, one key past 256
+      {2, 96, 2, 1, 128, 70},   // a window wider than a 64-key block
+      {1, 150, 3, 3, 128, 1},   // a window of one: the diagonal alone
+      {1, 192, 2, 1, 64, 130},  // a window wider than a 128-key block
+  };
+  const AttentionBackwardKernels variants[] = {AttentionBackwardKernels::kV2,
+                                               AttentionBackwardKernels::kV2Hoisted,
+                                               AttentionBackwardKernels::kV2EightWarps};
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  for (const VariantCase& c : cases) {
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      const std::string what = describe(c, dtype);
+      const int64_t width = c.heads + 2 * c.kv_heads;
+      const std::vector<float> qkv =
+          random_values(c.batch * c.seq * width * c.head_dim, 61, -2.0f, 2.0f);
+      const std::vector<float> dout = random_values(c.batch * c.seq * c.heads * c.head_dim, 62);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+      // q, k, v as views into one fused buffer, as the attention block lays them out.
+      Tensor fused = upload(gpu(), qkv, {c.batch, c.seq, width, c.head_dim}, dtype);
+      Tensor q = fused.narrow(2, 0, c.heads);
+      Tensor k = fused.narrow(2, c.heads, c.kv_heads);
+      Tensor v = fused.narrow(2, c.heads + c.kv_heads, c.kv_heads);
+      Tensor out = gpu().empty({c.batch, c.seq, c.heads, c.head_dim}, dtype, MemoryCategory::kOther);
+      Tensor lse = gpu().empty({c.batch, c.heads, c.seq}, DType::kF32, MemoryCategory::kOther);
+      gpu().attention_forward(out, lse, q, k, v, scale, c.window);
+      Tensor tdout = upload(gpu(), dout, {c.batch, c.seq, c.heads, c.head_dim}, dtype);
+      Tensor dfused = gpu().empty({c.batch, c.seq, width, c.head_dim}, dtype, MemoryCategory::kOther);
+      Tensor dq = dfused.narrow(2, 0, c.heads);
+      Tensor dk = dfused.narrow(2, c.heads, c.kv_heads);
+      Tensor dv = dfused.narrow(2, c.heads + c.kv_heads, c.kv_heads);
+      auto backward_bytes = [&](AttentionBackwardKernels kernels) {
+        cuda::set_attention_backward_kernels(kernels);
+        gpu().fill(dfused, kNaN);  // every element must be written
+        gpu().attention_backward(dq, dk, dv, tdout, q, k, v, out, lse, scale, c.window);
+        return download_bytes(gpu(), dfused);
+      };
+      const std::vector<uint8_t> v1 = backward_bytes(AttentionBackwardKernels::kV1);
+      const std::vector<double> v1_values = download(gpu(), dfused);
+      bool all_finite = true;
+      for (double x : v1_values) all_finite = all_finite && std::isfinite(x);
+      ASSERT_TRUE(all_finite) << what << ": v1 left NaN or inf in dq/dk/dv";
+      for (AttentionBackwardKernels kernels : variants) {
+        EXPECT_EQ(backward_bytes(kernels), v1)
+            << what << ", choice " << static_cast<int>(kernels) << ": dq/dk/dv differ from v1";
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttentionVariants, EnvironmentNamesTheChoiceAndRejectsOthers) {
+  // The environment is read once, on the first call without an override: a value that throws is
+  // read again next time (the static's initialisation did not complete), a valid one stays.
+  cuda::set_attention_backward_kernels(std::nullopt);
+  const char* before = std::getenv("ZERO_CUDA_ATTENTION_BWD");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_BWD", "v3", 1), 0);
+  try {
+    cuda::attention_backward_kernels();
+    ADD_FAILURE() << "ZERO_CUDA_ATTENTION_BWD=v3 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("ZERO_CUDA_ATTENTION_BWD"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_BWD", "v2-w8", 1), 0);
+  EXPECT_EQ(cuda::attention_backward_kernels(), AttentionBackwardKernels::kV2EightWarps);
+  cuda::set_attention_backward_kernels(AttentionBackwardKernels::kV1);
+  EXPECT_EQ(cuda::attention_backward_kernels(), AttentionBackwardKernels::kV1);
+  cuda::set_attention_backward_kernels(std::nullopt);
+  EXPECT_EQ(cuda::attention_backward_kernels(), AttentionBackwardKernels::kV2EightWarps);
+  if (saved) {
+    setenv("ZERO_CUDA_ATTENTION_BWD", saved->c_str(), 1);
+  } else {
+    unsetenv("ZERO_CUDA_ATTENTION_BWD");
+  }
+}
+
+}  // namespace
+}  // namespace zero::backend::cuda_test
