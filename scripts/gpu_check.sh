@@ -17,7 +17,8 @@
 #       (scripts/tensorboard_check.py), and a summary table last.
 #   scripts/gpu_check.sh sanitize [BUNDLE]  on the GPU machine: compute-sanitizer memcheck and
 #       racecheck on the op tests (a device call of its own: racecheck is slow). SANITIZE_TOOLS,
-#       SANITIZE_LIMIT_S (per tool) and SANITIZE_FILTER (a gtest filter) narrow it.
+#       SANITIZE_LIMIT_S (per tool) and SANITIZE_FILTER (a gtest filter) narrow it;
+#       SANITIZE_BINARY picks another test binary of the bundle (e.g. the attention variants').
 #   scripts/gpu_check.sh build              on the GPU machine: tries a configure and build in
 #       place and says which dependency is missing (the fallback when no bundle was carried).
 #   scripts/gpu_check.sh all [WORKLOAD ...]  on the GPU machine: `run` (capped at GPU_RUN_CAP_S,
@@ -42,7 +43,8 @@ cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vo
             backend_test_cuda_strided_logits backend_test_cuda_cross_entropy_paths
             backend_test_cuda_mixed_gradients engine_test_cuda_training backend_test_cuda_nccl
             model_test_cuda_hf_reference tools_test_cuda_train_cli engine_test_cuda_offload
-            backend_test_cuda_gemm_split backend_test_cuda_norms backend_test_cuda_pointwise_vectors)
+            backend_test_cuda_gemm_split backend_test_cuda_norms backend_test_cuda_pointwise_vectors
+            backend_test_cuda_attention_variants backend_test_cuda_column_sums)
 # Multi-rank GPU tests, run as `mpirun -np 2` (ranks sharing the one GPU through HostStagedComm).
 mpi_cuda_tests=(engine_mpi_test_cuda_host_staged)
 
@@ -309,9 +311,9 @@ sanitize() {
   fi
   local tool rc failed=0
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
-    echo "== compute-sanitizer $tool (op tests)"
+    echo "== compute-sanitizer $tool (${SANITIZE_BINARY:-backend_test_cuda_ops})"
     timeout "${SANITIZE_LIMIT_S:-280}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$bundle/bin/backend_test_cuda_ops" --gtest_color=no \
+      "$bundle/bin/${SANITIZE_BINARY:-backend_test_cuda_ops}" --gtest_color=no \
       --gtest_filter="${SANITIZE_FILTER:-CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*}" \
       >"$out/sanitizer_$tool.log" 2>&1
     rc=$?

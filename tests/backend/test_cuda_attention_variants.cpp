@@ -68,11 +68,13 @@ TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1) {
       Tensor q = fused.narrow(2, 0, c.heads);
       Tensor k = fused.narrow(2, c.heads, c.kv_heads);
       Tensor v = fused.narrow(2, c.heads + c.kv_heads, c.kv_heads);
-      Tensor out = gpu().empty({c.batch, c.seq, c.heads, c.head_dim}, dtype, MemoryCategory::kOther);
+      Tensor out =
+          gpu().empty({c.batch, c.seq, c.heads, c.head_dim}, dtype, MemoryCategory::kOther);
       Tensor lse = gpu().empty({c.batch, c.heads, c.seq}, DType::kF32, MemoryCategory::kOther);
       gpu().attention_forward(out, lse, q, k, v, scale, c.window);
       Tensor tdout = upload(gpu(), dout, {c.batch, c.seq, c.heads, c.head_dim}, dtype);
-      Tensor dfused = gpu().empty({c.batch, c.seq, width, c.head_dim}, dtype, MemoryCategory::kOther);
+      Tensor dfused =
+          gpu().empty({c.batch, c.seq, width, c.head_dim}, dtype, MemoryCategory::kOther);
       Tensor dq = dfused.narrow(2, 0, c.heads);
       Tensor dk = dfused.narrow(2, c.heads, c.kv_heads);
       Tensor dv = dfused.narrow(2, c.heads + c.kv_heads, c.kv_heads);
@@ -100,7 +102,8 @@ TEST_F(CudaAttentionVariants, EnvironmentNamesTheChoiceAndRejectsOthers) {
   // read again next time (the static's initialisation did not complete), a valid one stays.
   cuda::set_attention_backward_kernels(std::nullopt);
   const char* before = std::getenv("ZERO_CUDA_ATTENTION_BWD");
-  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  const std::optional<std::string> saved =
+      before != nullptr ? std::optional<std::string>(before) : std::nullopt;
   ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_BWD", "v3", 1), 0);
   try {
     cuda::attention_backward_kernels();

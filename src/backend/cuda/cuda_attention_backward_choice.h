@@ -9,9 +9,10 @@ namespace zero::backend::cuda {
 
 enum class AttentionBackwardKernels {
   kV1,  // mma_attention_dq + mma_attention_dkv (the default)
-  // mma_attention_dq + mma_attention_dkv_v2 (same results, bit for bit), in three shapes:
+  // mma_attention_dkv_v2 and, where it has a configuration, mma_attention_dq_v2 (same results,
+  // bit for bit; cuda_attention_mma_backward_v2.cu), in three shapes:
   kV2,            // 4 warps, 32 queries per part
-  kV2Hoisted,     // 4 warps, 16 queries per part, K (and at D = 64 V) fragments in registers
+  kV2Hoisted,     // 4 warps, K and V fragments in registers (D = 128: K, 16 queries a part)
   kV2EightWarps,  // 8 warps (128 keys a block), 32 queries per part
 };
 
