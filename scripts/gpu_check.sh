@@ -24,7 +24,9 @@
 #   scripts/gpu_check.sh all [WORKLOAD ...]  on the GPU machine: `run` (capped at GPU_RUN_CAP_S,
 #       default 300 s), then `speed` with what is left of GPU_ALL_BUDGET_S (default 540 s): one
 #       device call for a lease that has room for one. GPU_ALL_AB="VAR=VALUE ..." adds a run of
-#       zero alone with those settings (an A/B against the full run); GPU_ALL_NCU=1 adds Nsight
+#       zero alone with those settings (an A/B against the full run); several settings separated
+#       by ';' run one after another while time is left (e.g. "ZERO_CUDA_ATTENTION_BWD=v2;
+#       ZERO_CUDA_ATTENTION_BWD=v2-hoist"); GPU_ALL_NCU=1 adds Nsight
 #       Compute reports of the attention and norm kernels (profile_kernels); GPU_ALL_SANITIZE=1 adds
 #       compute-sanitizer memcheck with the time left. Everything but the speed record comes
 #       back in run_logs.tar.gz and extra.tar.gz (the device tool returns at most 8 files).
@@ -358,17 +360,25 @@ all() {
   else
     echo "no time left for speed ($left s)" >"$final_out/speed_console.log"
   fi
-  # GPU_ALL_AB="VAR=VALUE ...": zero alone once more on the first workload with those settings.
+  # GPU_ALL_AB="VAR=VALUE ...[;VAR=VALUE ...]": zero alone once more on the first workload with
+  # each group of settings in turn.
   local extra=/tmp/zero_gpu_extra
   rm -rf "$extra"
   mkdir -p "$extra"
-  left=$((budget - (SECONDS - start)))
-  if [[ -n ${GPU_ALL_AB:-} ]] && ((left >= 60)); then
+  local settings ab=0
+  local -a ab_settings=()
+  IFS=';' read -r -a ab_settings <<<"${GPU_ALL_AB:-}"
+  for settings in "${ab_settings[@]}"; do
+    [[ -n ${settings// /} ]] || continue
+    left=$((budget - (SECONDS - start)))
+    ((left >= 60)) || break
+    ab=$((ab + 1))
     local workload=${1:-gpt2-124m-b16-t1024}
+    echo "settings: $settings" >"$extra/ab${ab}_console.log"
     # shellcheck disable=SC2086  # a list of assignments
-    env $GPU_ALL_AB SPEED_ZERO_ONLY=1 OUT="$extra/ab" SPEED_BUDGET_S=$((left - 10)) \
-      "$0" speed "$workload" >"$extra/ab_console.log" 2>&1
-  fi
+    env $settings SPEED_ZERO_ONLY=1 OUT="$extra/ab$ab" SPEED_BUDGET_S=$((left - 10)) \
+      "$0" speed "$workload" >>"$extra/ab${ab}_console.log" 2>&1
+  done
   left=$((budget - (SECONDS - start)))
   if [[ ${GPU_ALL_NCU:-0} == 1 ]] && ((left >= 100)); then
     profile_kernels "$extra" >"$extra/ncu_console.log" 2>&1
@@ -385,10 +395,12 @@ all() {
   tail -c 6000 "$run_out/console.log"
   echo "== speed"
   tail -c 2500 "$extra/speed_console.log"
-  if [[ -f $extra/ab_console.log ]]; then
-    echo "== A/B: $GPU_ALL_AB"
-    tail -c 900 "$extra/ab_console.log"
-  fi
+  local log
+  for log in "$extra"/ab*_console.log; do
+    [[ -f $log ]] || continue
+    echo "== A/B: $(head -1 "$log")"
+    tail -c 900 "$log"
+  done
   if [[ -f $extra/ncu_console.log ]]; then
     echo "== ncu"
     tail -c 1500 "$extra/ncu_console.log"
