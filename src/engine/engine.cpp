@@ -311,7 +311,8 @@ void Engine::apply_update() {
     if (zero_->offload_param_copy().defined()) zero_->offloaded_step_done();
   } else {
     // Clipping rides in the update's gradient read (the bits of scale-then-update, one pass
-    // over the gradients fewer); at stage 0 the update also writes the 16-bit parameters.
+    // over the gradients fewer); with 16-bit parameters the update also writes their 16-bit copy
+    // (ZeroStage::fused_param_copy), and held unit gradients are updated unit by unit.
     Tensor* param_copy = zero_->fused_param_copy();
     optimizer_->step(be, zero_->update_params(), zero_->update_pieces(), lr,
                      coefficient < 1.0 ? coefficient : 1.0, param_copy);

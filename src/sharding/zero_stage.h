@@ -105,8 +105,9 @@ class ZeroStage final : public model::UnitObserver {
   // only this rank sees before the norm's all-reduce).
   void poison_next_reduction() { poison_next_reduction_ = true; }
   // Stages 0-1, between the last end_pass() and reduce_gradients(): the view of this rank's
-  // micro-batch-summed, not yet reduced gradient of `p` (the accumulator when there is one,
-  // else the model's gradient) - where a pipeline all-reduces tied parameters' gradients.
+  // micro-batch-summed, not yet reduced gradient of `p` (its unit's held gradient, or the
+  // accumulator when there is one, else the model's gradient) - where a pipeline all-reduces
+  // tied parameters' gradients.
   Tensor accumulated_gradient(const model::Parameter& p) {
     if (held_) return held_->view(p.flat_offset, p.numel()).view(0, p.spec.shape);
     return accumulator_.defined() ? accumulator_.view(p.flat_offset, p.spec.shape) : p.grad;

@@ -91,16 +91,19 @@ __global__ void add_vector_kernel(T* y, const T* x, float alpha, int64_t n) {
   }
 }
 
+// v stored in R and read back (store_f32 rounds as the conversion kernel does).
+template <typename R>
+__device__ __forceinline__ float rounded_through(float v) {
+  R stored;
+  store_f32(&stored, 0, v);
+  return load_f32(&stored, 0);
+}
+
 // acc += x rounded to R: store_f32 rounds as the conversion kernel does, load_f32 widens back,
 // and 1.0f * v + acc is add_kernel's arithmetic at alpha 1 - so the bits of convert, convert,
 // add. Four elements per 16-byte access where acc and x allow it.
 template <typename R>
 __global__ void add_rounded_kernel(float* acc, const float* x, int64_t n) {
-  const auto rounded = [](float v) {
-    R stored;
-    store_f32(&stored, 0, v);
-    return load_f32(&stored, 0);
-  };
   const bool vectors = reinterpret_cast<uintptr_t>(acc) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int64_t quads = vectors ? n / 4 : 0;
@@ -108,14 +111,14 @@ __global__ void add_rounded_kernel(float* acc, const float* x, int64_t n) {
   for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < quads; q += stride) {
     const float4 v = reinterpret_cast<const float4*>(x)[q];
     float4 a = reinterpret_cast<float4*>(acc)[q];
-    a.x = a.x + 1.0f * rounded(v.x);
-    a.y = a.y + 1.0f * rounded(v.y);
-    a.z = a.z + 1.0f * rounded(v.z);
-    a.w = a.w + 1.0f * rounded(v.w);
+    a.x = a.x + 1.0f * rounded_through<R>(v.x);
+    a.y = a.y + 1.0f * rounded_through<R>(v.y);
+    a.z = a.z + 1.0f * rounded_through<R>(v.z);
+    a.w = a.w + 1.0f * rounded_through<R>(v.w);
     reinterpret_cast<float4*>(acc)[q] = a;
   }
   for (int64_t i = 4 * quads + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
-    acc[i] = acc[i] + 1.0f * rounded(x[i]);
+    acc[i] = acc[i] + 1.0f * rounded_through<R>(x[i]);
   }
 }
 
@@ -123,23 +126,18 @@ __global__ void add_rounded_kernel(float* acc, const float* x, int64_t n) {
 // 16-byte access where the buffer allows it.
 template <typename R>
 __global__ void round_in_place_kernel(float* values, int64_t n) {
-  const auto rounded = [](float v) {
-    R stored;
-    store_f32(&stored, 0, v);
-    return load_f32(&stored, 0);
-  };
   const int64_t quads = reinterpret_cast<uintptr_t>(values) % 16 == 0 ? n / 4 : 0;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < quads; q += stride) {
     float4 v = reinterpret_cast<float4*>(values)[q];
-    v.x = rounded(v.x);
-    v.y = rounded(v.y);
-    v.z = rounded(v.z);
-    v.w = rounded(v.w);
+    v.x = rounded_through<R>(v.x);
+    v.y = rounded_through<R>(v.y);
+    v.z = rounded_through<R>(v.z);
+    v.w = rounded_through<R>(v.w);
     reinterpret_cast<float4*>(values)[q] = v;
   }
   for (int64_t i = 4 * quads + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
-    values[i] = rounded(values[i]);
+    values[i] = rounded_through<R>(values[i]);
   }
 }
 

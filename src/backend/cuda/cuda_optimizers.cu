@@ -213,7 +213,7 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
   for (size_t first = 0; first < segment_count; first += kSegmentsPerLaunch) {
     SegmentBatch batch{};
     const size_t count = std::min<size_t>(kSegmentsPerLaunch, segment_count - first);
-    int64_t longest = 0;  // Lamb's blocks loop over whole segments
+    int64_t chunks = 0;
     for (size_t s = 0; s < count; ++s) {
       const ParamSegment& in = segments[first + s];
       const double wd = in.weight_decay ? h.weight_decay : 0.0;
@@ -224,16 +224,12 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
       // Per-segment constants the CPU rounds from double: Adam's lr * wd, Lion's 1 - lr * wd.
       out.rounded_decay = kind == OptimizerKind::kLion ? static_cast<float>(1.0 - h.lr * wd)
                                                        : static_cast<float>(h.lr * wd);
-      longest = std::max(longest, in.length);
-    }
-    if (longest == 0) continue;
-    batch.count = static_cast<int32_t>(count);
-    int64_t chunks = 0;
-    for (size_t s = 0; s < count; ++s) {
       batch.first_chunk[s] = static_cast<int32_t>(chunks);
-      chunks += (batch.segment[s].length + kChunk - 1) / kChunk;
+      chunks += (in.length + kChunk - 1) / kChunk;
       ZERO_CHECK(chunks <= INT32_MAX, "optimizer update: " << chunks << " chunks in one launch");
     }
+    if (chunks == 0) continue;  // only empty segments
+    batch.count = static_cast<int32_t>(count);
     batch.first_chunk[count] = static_cast<int32_t>(chunks);
     const auto blocks = static_cast<unsigned>(chunks);
     switch (kind) {
