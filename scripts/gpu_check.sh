@@ -26,7 +26,8 @@
 #       device call for a lease that has room for one. GPU_ALL_AB="VAR=VALUE ..." adds a run of
 #       zero alone with those settings (an A/B against the full run); several settings separated
 #       by ';' run one after another while time is left (e.g. "ZERO_CUDA_ATTENTION_BWD=v2;
-#       ZERO_CUDA_ATTENTION_BWD=v2-hoist"); GPU_ALL_NCU=1 adds Nsight
+#       ZERO_CUDA_ATTENTION_BWD=v2-hoist"), each on the first workload named unless the group
+#       says AB_WORKLOAD=<workload>; GPU_ALL_NCU=1 adds Nsight
 #       Compute reports of the attention and norm kernels (profile_kernels); GPU_ALL_SANITIZE=1 adds
 #       compute-sanitizer memcheck with the time left. Everything but the speed record comes
 #       back in run_logs.tar.gz and extra.tar.gz (the device tool returns at most 8 files).
@@ -360,8 +361,8 @@ all() {
   else
     echo "no time left for speed ($left s)" >"$final_out/speed_console.log"
   fi
-  # GPU_ALL_AB="VAR=VALUE ...[;VAR=VALUE ...]": zero alone once more on the first workload with
-  # each group of settings in turn.
+  # GPU_ALL_AB="VAR=VALUE ...[;VAR=VALUE ...]": zero alone once more with each group of
+  # settings in turn, on the first workload named or the group's AB_WORKLOAD.
   local extra=/tmp/zero_gpu_extra
   rm -rf "$extra"
   mkdir -p "$extra"
@@ -374,6 +375,9 @@ all() {
     ((left >= 60)) || break
     ab=$((ab + 1))
     local workload=${1:-gpt2-124m-b16-t1024}
+    if [[ $settings =~ (^|[[:space:]])AB_WORKLOAD=([^[:space:]]+) ]]; then
+      workload=${BASH_REMATCH[2]}
+    fi
     echo "settings: $settings" >"$extra/ab${ab}_console.log"
     # shellcheck disable=SC2086  # a list of assignments
     env $settings SPEED_ZERO_ONLY=1 OUT="$extra/ab$ab" SPEED_BUDGET_S=$((left - 10)) \

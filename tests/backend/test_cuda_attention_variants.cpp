@@ -1,5 +1,5 @@
 // The tensor-core attention backward's kernel choices (ZERO_CUDA_ATTENTION_BWD, see
-// backend/cuda/cuda_attention_backward_choice.h) must give the same bytes: the v2 dK/dV kernels
+// backend/cuda/cuda_attention_kernel_choice.h) must give the same bytes: the v2 dK/dV kernels
 // multiply the same fragments in the same order per output element as v1 and skip only terms
 // that are exact zeros, so any difference is a bug (a fragment, mask or skip mistake), not
 // rounding. Shapes: GQA and MQA, sliding windows that cut across 64- and 128-key blocks,
@@ -13,7 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "backend/cuda/cuda_attention_backward_choice.h"
+#include "backend/cuda/cuda_attention_kernel_choice.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "core/error.h"
 #include "cuda_test_support.h"
 
@@ -21,6 +22,7 @@ namespace zero::backend::cuda_test {
 namespace {
 
 using cuda::AttentionBackwardKernels;
+using cuda::AttentionForwardKernels;
 
 struct VariantCase {
   int64_t batch, seq, heads, kv_heads, head_dim, window;
@@ -33,15 +35,21 @@ std::string describe(const VariantCase& c, DType dtype) {
          dtype_name(dtype);
 }
 
-// Restores the environment's choice however the test ends.
+// Restores the environment's choices however the test ends.
 struct KernelChoiceReset {
-  ~KernelChoiceReset() { cuda::set_attention_backward_kernels(std::nullopt); }
+  ~KernelChoiceReset() {
+    cuda::set_attention_forward_kernels(std::nullopt);
+    cuda::set_attention_backward_kernels(std::nullopt);
+  }
 };
 
 class CudaAttentionVariants : public CudaTest {};
 
 TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1) {
   const KernelChoiceReset reset;
+  // An override, so that this test's forwards leave the environment unread (the environment
+  // tests below read it first when the whole binary runs in one process).
+  cuda::set_attention_forward_kernels(AttentionForwardKernels::kV1);
   const VariantCase cases[] = {
       {1, 37, 2, 1, 64, 0},     // one partial tile, GQA
       {2, 130, 4, 2, 64, 0},    // three 64-key blocks, two 128-key blocks
@@ -97,6 +105,53 @@ TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1) {
   }
 }
 
+TEST_F(CudaAttentionVariants, ForwardV2GivesTheBytesOfV1) {
+  const KernelChoiceReset reset;
+  // v2 applies to sequences over 128 (shorter ones keep v1's 64-row blocks).
+  const VariantCase cases[] = {
+      {1, 129, 2, 1, 64, 0},    // one query past a 128-row block, GQA
+      {2, 200, 2, 2, 64, 45},   // a window that ends inside a key tile
+      {1, 257, 2, 1, 128, 0},   // MQA, one key past 256
+      {1, 300, 3, 3, 128, 1},   // a window of one: the diagonal alone
+      {1, 192, 2, 1, 64, 130},  // a window wider than a 128-row block
+      {2, 150, 2, 1, 128, 70},  // a window wider than a 64-key tile
+  };
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  for (const VariantCase& c : cases) {
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      const std::string what = describe(c, dtype);
+      const int64_t width = c.heads + 2 * c.kv_heads;
+      const std::vector<float> qkv =
+          random_values(c.batch * c.seq * width * c.head_dim, 63, -2.0f, 2.0f);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+      Tensor fused = upload(gpu(), qkv, {c.batch, c.seq, width, c.head_dim}, dtype);
+      Tensor q = fused.narrow(2, 0, c.heads);
+      Tensor k = fused.narrow(2, c.heads, c.kv_heads);
+      Tensor v = fused.narrow(2, c.heads + c.kv_heads, c.kv_heads);
+      Tensor out =
+          gpu().empty({c.batch, c.seq, c.heads, c.head_dim}, dtype, MemoryCategory::kOther);
+      Tensor lse = gpu().empty({c.batch, c.heads, c.seq}, DType::kF32, MemoryCategory::kOther);
+      auto forward_bytes = [&](AttentionForwardKernels kernels) {
+        cuda::set_attention_forward_kernels(kernels);
+        gpu().fill(out, kNaN);  // every element must be written
+        gpu().fill(lse, kNaN);
+        gpu().attention_forward(out, lse, q, k, v, scale, c.window);
+        std::vector<uint8_t> bytes = download_bytes(gpu(), out);
+        const std::vector<uint8_t> lse_bytes = download_bytes(gpu(), lse);
+        bytes.insert(bytes.end(), lse_bytes.begin(), lse_bytes.end());
+        return bytes;
+      };
+      const std::vector<uint8_t> v1 = forward_bytes(AttentionForwardKernels::kV1);
+      bool all_finite = true;
+      for (double x : download(gpu(), out)) all_finite = all_finite && std::isfinite(x);
+      for (double x : download(gpu(), lse)) all_finite = all_finite && std::isfinite(x);
+      ASSERT_TRUE(all_finite) << what << ": v1 left NaN or inf in out/lse";
+      EXPECT_EQ(forward_bytes(AttentionForwardKernels::kV2TwoRowTiles), v1)
+          << what << ": the forward's v2 differs from v1 in out or lse";
+    }
+  }
+}
+
 TEST_F(CudaAttentionVariants, EnvironmentNamesTheChoiceAndRejectsOthers) {
   // The environment is read once, on the first call without an override: a value that throws is
   // read again next time (the static's initialisation did not complete), a valid one stays.
@@ -122,6 +177,50 @@ TEST_F(CudaAttentionVariants, EnvironmentNamesTheChoiceAndRejectsOthers) {
   } else {
     unsetenv("ZERO_CUDA_ATTENTION_BWD");
   }
+}
+
+TEST_F(CudaAttentionVariants, EnvironmentNamesTheForwardChoiceAndRejectsOthers) {
+  cuda::set_attention_forward_kernels(std::nullopt);
+  const char* before = std::getenv("ZERO_CUDA_ATTENTION_FWD");
+  const std::optional<std::string> saved =
+      before != nullptr ? std::optional<std::string>(before) : std::nullopt;
+  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_FWD", "v2-hoist", 1), 0);  // a backward-only name
+  try {
+    cuda::attention_forward_kernels();
+    ADD_FAILURE() << "ZERO_CUDA_ATTENTION_FWD=v2-hoist was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("ZERO_CUDA_ATTENTION_FWD=v2-hoist"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("v1, v2"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_FWD", "v2", 1), 0);
+  EXPECT_EQ(cuda::attention_forward_kernels(), AttentionForwardKernels::kV2TwoRowTiles);
+  cuda::set_attention_forward_kernels(AttentionForwardKernels::kV1);
+  EXPECT_EQ(cuda::attention_forward_kernels(), AttentionForwardKernels::kV1);
+  cuda::set_attention_forward_kernels(std::nullopt);
+  EXPECT_EQ(cuda::attention_forward_kernels(), AttentionForwardKernels::kV2TwoRowTiles);
+  if (saved) {
+    setenv("ZERO_CUDA_ATTENTION_FWD", saved->c_str(), 1);
+  } else {
+    unsetenv("ZERO_CUDA_ATTENTION_FWD");
+  }
+}
+
+// The tensor-core kernels put the row blocks in the grid's y (heaviest first), which holds at
+// most 65535 blocks: a sequence past 65535 blocks of 64 rows must go to the CUDA-core kernels
+// (row blocks in x) instead of failing to launch.
+TEST(CudaAttentionGrid, SequencesPastTheRowBlockLimitTakeTheCudaCoreKernels) {
+  cuda::AttentionArgs a;
+  a.dtype = DType::kBF16;
+  a.batch = 1;
+  a.heads = a.kv_heads = 2;
+  a.head_dim = 64;
+  a.seq = int64_t{65535} * 64;
+  EXPECT_TRUE(cuda::mma_attention_supported(a, false));
+  EXPECT_TRUE(cuda::mma_attention_supported(a, true));
+  a.seq += 1;
+  EXPECT_FALSE(cuda::mma_attention_supported(a, false));
+  EXPECT_FALSE(cuda::mma_attention_supported(a, true));
 }
 
 }  // namespace

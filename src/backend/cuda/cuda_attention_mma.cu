@@ -56,31 +56,39 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// The forward's blocks per SM that the register allocation must allow: at D = 64, 4 (128
-// registers a thread, no spills; 4 x 45 KiB of tiles fit too) instead of the 3 that ptxas's
-// unbounded 134 registers leave. (Bounding the backward kernels so makes them spill.)
-constexpr int forward_min_blocks(int head_dim, int warps) {
+// The forward's blocks per SM that the register allocation must allow (ptxas -v, sm_90, CUDA 13).
+// One row tile a warp: at D = 64, 4 blocks of 4 warps (122 registers a thread, no spills; 4 x 45
+// KiB of tiles fit too) instead of the 3 that ptxas's unbounded 134 registers left; at D = 128,
+// whatever ptxas takes (170, one 8-warp block). Two row tiles a warp (4 warps a block): 2 blocks,
+// 8 warps an SM - D = 64 takes 219 registers, no spills; D = 128 hits the 255 cap with 56 bytes
+// spilled. (Bounding the backward kernels so makes them spill.)
+constexpr int forward_min_blocks(int head_dim, int warps, int row_tiles) {
+  if (row_tiles == 2) return 2;
   return head_dim == 64 ? 16 / warps : 1;
 }
 
-// grid: (query blocks of 16 W rows, B * H); W warps, each owning 16 query rows, share every
-// 64-key tile (W = 8 halves the tile loads per FLOP of W = 4).
-template <int D, int W, bool kBf16>
-__global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W))
+// grid: (B * H, query blocks of 16 M W rows, heaviest first); W warps, each owning M tiles of 16
+// query rows, share every 64-key tile (W = 8 halves the tile loads per FLOP of W = 4; M = 2 has
+// every K and V fragment a warp loads feed two products). Every row's arithmetic is the same
+// whatever W and M are: the same sums in the same order, so the same bytes.
+template <int D, int W, int M, bool kBf16>
+__global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
     mma_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
                           MmaParams p) {
   extern __shared__ uint4 smem_words[];
   constexpr int S = D + kPad;
-  constexpr int kBlockRows = 16 * W;
+  constexpr int kWarpRows = 16 * M;
+  constexpr int kBlockRows = kWarpRows * W;
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem_words);
   uint16_t* kv = qs + kBlockRows * S;  // buffer i: K at kv + 2 i kRows S, V right after it
-  const int64_t b = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
+  const int64_t b = grid_slice() / p.heads, h = grid_slice() % p.heads;
   const int64_t g = h / (p.heads / p.kv_heads);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
-  const int64_t q0 = int64_t{blockIdx.x} * kBlockRows;
-  const int64_t warp_first = q0 + warp * 16, warp_last = warp_first + 15;
-  const int64_t row_a = warp_first + group, row_b = row_a + 8;
+  const int64_t q0 = query_block_heaviest_first() * kBlockRows;
+  const int64_t warp_first = q0 + warp * kWarpRows, warp_last = warp_first + kWarpRows - 1;
+  // The thread's rows: tile m, upper 0 (fragment registers 0-1) and upper 1 (registers 2-3).
+  auto row_of = [&](int m, int upper) { return warp_first + m * 16 + group + upper * 8; };
   const int64_t last = min(p.seq - 1, q0 + kBlockRows - 1);
   const int64_t first = p.window > 0 ? max(int64_t{0}, q0 - p.window + 1) : 0;
   const int64_t k_begin = first / kRows * kRows;
@@ -92,10 +100,15 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W))
   stage_kv(k_begin, 0);
   cp_async_commit();
 
-  float o[D / 8][4];
+  float o[M][D / 8][4];
+  float row_max[M][2], row_sum[M][2];  // running max (log2 domain) and sum of each row
 #pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) o[m][dt][0] = o[m][dt][1] = o[m][dt][2] = o[m][dt][3] = 0.0f;
+    row_max[m][0] = row_max[m][1] = -INFINITY;
+    row_sum[m][0] = row_sum[m][1] = 0.0f;
+  }
   int buf = 0;
   for (int64_t k0 = k_begin; k0 <= last; k0 += kRows, buf ^= 1) {
     // Prefetch the next tiles into the other buffer (which the previous iteration finished
@@ -106,88 +119,114 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W))
     __syncthreads();  // every thread's copies of this tile (and Q) are visible
     const uint16_t* ks = kv + 2 * buf * kRows * S;
     const uint16_t* vs = ks + kRows * S;
+    // A row tile of a warp that sees some of this key tile may itself see none of it: its scores
+    // are all -inf, so its m, l and output stay as they are (alpha = 1, p = 0).
     if (tile_seen(warp_first, warp_last, k0, p)) {
-      float s[8][4];
+      float s[M][8][4];
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      rows_times_rows<D, 8, kBf16>(s, qs + warp * 16 * S, ks, lane);
+      for (int m = 0; m < M; ++m) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) s[m][nt][0] = s[m][nt][1] = s[m][nt][2] = s[m][nt][3] = 0.0f;
+      }
+      row_tiles_times_rows<D, 8, M, kBf16>(s, qs + warp * kWarpRows * S, ks, lane);
       if (tile_unmasked(warp_first, warp_last, k0, p)) {
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
+        for (int m = 0; m < M; ++m) {
 #pragma unroll
-          for (int r = 0; r < 4; ++r) s[nt][r] *= p.scale_log2;
+          for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) s[m][nt][r] *= p.scale_log2;
+          }
         }
       } else {
+        // visible(i, j) in 32-bit offsets, which hold every difference of two positions: the
+        // launcher keeps sequences under 2^22 (mma_attention_supported), and a window of the
+        // whole sequence or more is no window. Fewer live 64-bit values, fewer registers.
+        const int warp_diff = static_cast<int>(warp_first - k0);
+        const int keys_left = static_cast<int>(p.seq - k0);
+        const int window = p.window >= p.seq ? 0 : static_cast<int>(p.window);
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
+        for (int m = 0; m < M; ++m) {
 #pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int64_t i = r < 2 ? row_a : row_b;
-            const int64_t j = k0 + nt * 8 + tig * 2 + (r & 1);
-            s[nt][r] = j < p.seq && visible(i, j, p.window) ? s[nt][r] * p.scale_log2 : -INFINITY;
+          for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+              const int dj = nt * 8 + tig * 2 + (r & 1), di = m * 16 + group + (r / 2) * 8;
+              const int diff = warp_diff + (di - dj);  // i - j
+              const bool seen = dj < keys_left && diff >= 0 && (window == 0 || diff < window);
+              s[m][nt][r] = seen ? s[m][nt][r] * p.scale_log2 : -INFINITY;
+            }
           }
         }
       }
-      float max_a = -INFINITY, max_b = -INFINITY;
+      float base[M][2];
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        max_a = fmaxf(max_a, fmaxf(s[nt][0], s[nt][1]));
-        max_b = fmaxf(max_b, fmaxf(s[nt][2], s[nt][3]));
-      }
-      const float new_a = fmaxf(m_a, quad_max(max_a)), new_b = fmaxf(m_b, quad_max(max_b));
-      // A row that has seen no key yet keeps p = 0 (exp2(-inf - 0)) instead of NaN.
-      const float base_a = new_a == -INFINITY ? 0.0f : new_a;
-      const float base_b = new_b == -INFINITY ? 0.0f : new_b;
-      const float alpha_a = exp2f(m_a - base_a), alpha_b = exp2f(m_b - base_b);
-      m_a = new_a;
-      m_b = new_b;
-      l_a *= alpha_a;
-      l_b *= alpha_b;
+      for (int m = 0; m < M; ++m) {
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][0] *= alpha_a;
-        o[dt][1] *= alpha_a;
-        o[dt][2] *= alpha_b;
-        o[dt][3] *= alpha_b;
+        for (int upper = 0; upper < 2; ++upper) {
+          float tile_max = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            tile_max = fmaxf(tile_max, fmaxf(s[m][nt][2 * upper], s[m][nt][2 * upper + 1]));
+          }
+          const float new_max = fmaxf(row_max[m][upper], quad_max(tile_max));
+          // A row that has seen no key yet keeps p = 0 (exp2(-inf - 0)) instead of NaN.
+          base[m][upper] = new_max == -INFINITY ? 0.0f : new_max;
+          const float alpha = exp2f(row_max[m][upper] - base[m][upper]);
+          row_max[m][upper] = new_max;
+          row_sum[m][upper] *= alpha;
+#pragma unroll
+          for (int dt = 0; dt < D / 8; ++dt) {
+            o[m][dt][2 * upper] *= alpha;
+            o[m][dt][2 * upper + 1] *= alpha;
+          }
+        }
       }
 #pragma unroll
       for (int kc = 0; kc < 4; ++kc) {  // 16 keys per chunk: score tiles 2kc and 2kc + 1
-        float p0 = exp2f(s[2 * kc][0] - base_a), p1 = exp2f(s[2 * kc][1] - base_a);
-        float p2 = exp2f(s[2 * kc][2] - base_b), p3 = exp2f(s[2 * kc][3] - base_b);
-        float p4 = exp2f(s[2 * kc + 1][0] - base_a), p5 = exp2f(s[2 * kc + 1][1] - base_a);
-        float p6 = exp2f(s[2 * kc + 1][2] - base_b), p7 = exp2f(s[2 * kc + 1][3] - base_b);
-        // The row sums take the f32 probabilities (lse is the logsumexp the contract defines);
-        // only the product's copies are rounded.
-        l_a += (p0 + p1) + (p4 + p5);
-        l_b += (p2 + p3) + (p6 + p7);
-        const uint32_t a0 = pack_rounded<kBf16>(p0, p1), a1 = pack_rounded<kBf16>(p2, p3);
-        const uint32_t a2 = pack_rounded<kBf16>(p4, p5), a3 = pack_rounded<kBf16>(p6, p7);
-        chunk_times_tile<D, kBf16>(o, a0, a1, a2, a3, vs, kc * 16, lane);
+        uint32_t a[M][4];
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          const float base_a = base[m][0], base_b = base[m][1];
+          float p0 = exp2f(s[m][2 * kc][0] - base_a), p1 = exp2f(s[m][2 * kc][1] - base_a);
+          float p2 = exp2f(s[m][2 * kc][2] - base_b), p3 = exp2f(s[m][2 * kc][3] - base_b);
+          float p4 = exp2f(s[m][2 * kc + 1][0] - base_a), p5 = exp2f(s[m][2 * kc + 1][1] - base_a);
+          float p6 = exp2f(s[m][2 * kc + 1][2] - base_b), p7 = exp2f(s[m][2 * kc + 1][3] - base_b);
+          // The row sums take the f32 probabilities (lse is the logsumexp the contract defines);
+          // only the product's copies are rounded.
+          row_sum[m][0] += (p0 + p1) + (p4 + p5);
+          row_sum[m][1] += (p2 + p3) + (p6 + p7);
+          a[m][0] = pack_rounded<kBf16>(p0, p1);
+          a[m][1] = pack_rounded<kBf16>(p2, p3);
+          a[m][2] = pack_rounded<kBf16>(p4, p5);
+          a[m][3] = pack_rounded<kBf16>(p6, p7);
+        }
+        chunks_times_tile<D, M, kBf16>(o, a, vs, kc * 16, lane);
       }
     }
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
-  l_a = quad_sum(l_a);
-  l_b = quad_sum(l_b);
-  const int64_t rows[2] = {row_a, row_b};
-  const float inv[2] = {1.0f / l_a, 1.0f / l_b};
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    if (rows[half] >= p.seq) continue;
-    uint16_t* dst = out + offset(p.out, b, rows[half], h) + tig * 2;
+  for (int m = 0; m < M; ++m) {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      store_pair<kBf16>(dst + dt * 8, o[dt][2 * half] * inv[half], o[dt][2 * half + 1] * inv[half]);
+    for (int upper = 0; upper < 2; ++upper) {
+      const int64_t row = row_of(m, upper);
+      const float sum = quad_sum(row_sum[m][upper]);
+      if (row >= p.seq) continue;
+      const float inv = 1.0f / sum;
+      uint16_t* dst = out + offset(p.out, b, row, h) + tig * 2;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        store_pair<kBf16>(dst + dt * 8, o[m][dt][2 * upper] * inv, o[m][dt][2 * upper + 1] * inv);
+      }
+      if (tig == 0) {
+        p.lse[(b * p.heads + h) * p.seq + row] = row_max[m][upper] * kLn2 + logf(sum);
+      }
     }
-  }
-  if (tig == 0) {
-    const int64_t stats = (b * p.heads + h) * p.seq;
-    if (row_a < p.seq) p.lse[stats + row_a] = m_a * kLn2 + logf(l_a);
-    if (row_b < p.seq) p.lse[stats + row_b] = m_b * kLn2 + logf(l_b);
   }
 }
 
-// dQ. grid: (query blocks, B * H).
+// dQ. grid: (B * H, query blocks, heaviest first).
 template <int D, bool kBf16>
 __global__ void __launch_bounds__(kThreads)
     mma_attention_dq(const uint16_t* q, const uint16_t* k, const uint16_t* v,
@@ -197,11 +236,11 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem_words);
   uint16_t* dos = qs + kRows * S;
   uint16_t* kv = dos + kRows * S;  // buffer i: K at kv + 2 i kRows S, V right after it
-  const int64_t b = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
+  const int64_t b = grid_slice() / p.heads, h = grid_slice() % p.heads;
   const int64_t g = h / (p.heads / p.kv_heads);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
-  const int64_t q0 = int64_t{blockIdx.x} * kRows;
+  const int64_t q0 = query_block_heaviest_first() * kRows;
   const int64_t row_a = q0 + warp * 16 + group, row_b = row_a + 8;
   const int64_t last = min(p.seq - 1, q0 + kRows - 1);
   const int64_t first = p.window > 0 ? max(int64_t{0}, q0 - p.window + 1) : 0;
@@ -282,8 +321,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dK and dV. grid: (key blocks, B * KVH). Each warp owns 16 keys; the scores are computed
-// transposed (keys as rows), 16 queries at a time to bound the registers.
+// dK and dV. grid: (B * KVH, key blocks, heaviest first). Each warp owns 16 keys; the scores
+// are computed transposed (keys as rows), 16 queries at a time to bound the registers.
 template <int D, bool kBf16>
 __global__ void __launch_bounds__(kThreads)
     mma_attention_dkv(const uint16_t* q, const uint16_t* k, const uint16_t* v,
@@ -294,11 +333,11 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* vs = ks + kRows * S;
   uint16_t* qdo = vs + kRows * S;  // buffer i: Q at qdo + 2 i kRows S, dO right after it
   float* stats_tiles = reinterpret_cast<float*>(qdo + 4 * kRows * S);  // buffer i: lse, delta
-  const int64_t b = blockIdx.y / p.kv_heads, g = blockIdx.y % p.kv_heads;
+  const int64_t b = grid_slice() / p.kv_heads, g = grid_slice() % p.kv_heads;
   const int64_t group_heads = p.heads / p.kv_heads;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
-  const int64_t k0 = int64_t{blockIdx.x} * kRows;
+  const int64_t k0 = key_block_heaviest_first() * kRows;
   const int64_t key_a = k0 + warp * 16 + group, key_b = key_a + 8;
   const int64_t last_key = min(p.seq - 1, k0 + kRows - 1);
   const int64_t end = p.window > 0 ? min(p.seq, last_key + p.window) : p.seq;
@@ -446,6 +485,7 @@ bool mma_attention_supported(const AttentionArgs& a, bool backward) {
   if (forced_simple) return false;
   if (a.dtype != DType::kBF16 && a.dtype != DType::kF16) return false;
   if (a.head_dim != 64 && a.head_dim != 128) return false;
+  if (a.seq > kMaxRowBlocks * kRows) return false;  // the grid's y (row blocks) would overflow
   bool ok = aligned_view(a.q, a.q_layout) && aligned_view(a.k, a.k_layout) &&
             aligned_view(a.v, a.v_layout) && aligned_view(a.out, a.out_layout);
   if (backward) {
@@ -457,24 +497,29 @@ bool mma_attention_supported(const AttentionArgs& a, bool backward) {
 
 void launch_attention_forward_mma(const AttentionArgs& a, cudaStream_t stream) {
   const MmaParams p = params_of(a);
-  // 8 warps (128 query rows) a block once a block has more than one key tile to share; short
-  // sequences keep 4 for more blocks.
-  const int warps = a.seq > 128 ? 8 : 4;
-  const int64_t block_rows = 16 * warps;
-  const size_t shared = (warps / 4 + 4) * tile_bytes(a.head_dim);  // Q, two K/V buffers
-  const dim3 grid(static_cast<unsigned>((a.seq + block_rows - 1) / block_rows),
-                  static_cast<unsigned>(a.batch * a.heads));
+  // 128 query rows a block once a block has more than one key tile to share (8 warps of one row
+  // tile, or with ZERO_CUDA_ATTENTION_FWD=v2 4 warps of two); short sequences keep 64 rows, 4
+  // warps of one tile, for more blocks.
+  const bool long_rows = a.seq > 128;
+  const bool two_row_tiles =
+      long_rows && attention_forward_kernels() == AttentionForwardKernels::kV2TwoRowTiles;
+  const int64_t block_rows = long_rows ? 128 : 64;
+  const size_t shared = (block_rows / kRows + 4) * tile_bytes(a.head_dim);  // Q, two K/V buffers
+  const dim3 grid = heaviest_first_grid((a.seq + block_rows - 1) / block_rows, a.batch * a.heads);
   const auto* q = static_cast<const uint16_t*>(a.q);
   const auto* k = static_cast<const uint16_t*>(a.k);
   const auto* v = static_cast<const uint16_t*>(a.v);
   auto* out = static_cast<uint16_t*>(a.out);
   dispatch_mma(a, [&]<int D, bool kBf16>() {
-    if (warps == 8) {
-      allow_shared<mma_attention_forward<D, 8, kBf16>>(shared);
-      mma_attention_forward<D, 8, kBf16><<<grid, 8 * kWarp, shared, stream>>>(q, k, v, out, p);
+    if (two_row_tiles) {
+      allow_shared<mma_attention_forward<D, 4, 2, kBf16>>(shared);
+      mma_attention_forward<D, 4, 2, kBf16><<<grid, 4 * kWarp, shared, stream>>>(q, k, v, out, p);
+    } else if (long_rows) {
+      allow_shared<mma_attention_forward<D, 8, 1, kBf16>>(shared);
+      mma_attention_forward<D, 8, 1, kBf16><<<grid, 8 * kWarp, shared, stream>>>(q, k, v, out, p);
     } else {
-      allow_shared<mma_attention_forward<D, 4, kBf16>>(shared);
-      mma_attention_forward<D, 4, kBf16><<<grid, 4 * kWarp, shared, stream>>>(q, k, v, out, p);
+      allow_shared<mma_attention_forward<D, 4, 1, kBf16>>(shared);
+      mma_attention_forward<D, 4, 1, kBf16><<<grid, 4 * kWarp, shared, stream>>>(q, k, v, out, p);
     }
   });
   ZERO_CUDA_CHECK_LAUNCH();
@@ -487,11 +532,11 @@ void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) 
   const bool v2_dq = v2 && launch_dq_v2(kernels, a, p, stream);
   dispatch_mma(a, [&]<int D, bool kBf16>() {
     if (v2_dq) return;
-    const unsigned blocks = static_cast<unsigned>((a.seq + kRows - 1) / kRows);
+    const int64_t blocks = (a.seq + kRows - 1) / kRows;
     const size_t shared = 6 * tile_bytes(D);  // Q, dO, two K/V buffers
     allow_shared<mma_attention_dq<D, kBf16>>(shared);
-    mma_attention_dq<D, kBf16><<<dim3(blocks, static_cast<unsigned>(a.batch * a.heads)),
-                                 kThreads, shared, stream>>>(
+    mma_attention_dq<D, kBf16><<<heaviest_first_grid(blocks, a.batch * a.heads), kThreads,
+                                 shared, stream>>>(
         static_cast<const uint16_t*>(a.q), static_cast<const uint16_t*>(a.k),
         static_cast<const uint16_t*>(a.v), static_cast<const uint16_t*>(a.dout),
         static_cast<uint16_t*>(a.dq), p);
@@ -501,11 +546,11 @@ void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) 
     launch_dkv_v2(kernels, a, p, stream);
   } else {
     dispatch_mma(a, [&]<int D, bool kBf16>() {
-      const unsigned blocks = static_cast<unsigned>((a.seq + kRows - 1) / kRows);
+      const int64_t blocks = (a.seq + kRows - 1) / kRows;
       // K, V, two Q/dO buffers, two lse/delta buffers.
       const size_t shared = 6 * tile_bytes(D) + 4 * sizeof(float) * kRows;
       allow_shared<mma_attention_dkv<D, kBf16>>(shared);
-      mma_attention_dkv<D, kBf16><<<dim3(blocks, static_cast<unsigned>(a.batch * a.kv_heads)),
+      mma_attention_dkv<D, kBf16><<<heaviest_first_grid(blocks, a.batch * a.kv_heads),
                                     kThreads, shared, stream>>>(
           static_cast<const uint16_t*>(a.q), static_cast<const uint16_t*>(a.k),
           static_cast<const uint16_t*>(a.v), static_cast<const uint16_t*>(a.dout),

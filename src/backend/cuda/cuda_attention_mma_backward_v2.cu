@@ -1,18 +1,11 @@
 // The tensor-core attention backward, version 2 (ZERO_CUDA_ATTENTION_BWD=v2, v2-hoist or
-// v2-w8; cuda_attention_backward_choice.h): the products of cuda_attention_mma.cu's
+// v2-w8; cuda_attention_kernel_choice.h): the products of cuda_attention_mma.cu's
 // mma_attention_dq and mma_attention_dkv, in their order per output element - the same bytes,
 // as tests/backend/test_cuda_attention_variants.cpp checks - with fewer shared-memory fragment
 // loads per mma, more independent mma chains, or more warps a block. Which of them is fastest
 // is for a GPU to say (bench/gpu_speed_notes.md, Attempt 5): the winner should become the
 // default and the other kernels go.
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <optional>
-#include <string>
-
 #include "backend/cuda/cuda_attention_mma_common.cuh"
-#include "core/error.h"
 
 namespace zero::backend::cuda {
 namespace {
@@ -90,7 +83,7 @@ __device__ __forceinline__ void load_row_fragments(uint32_t (&af)[kHoisted ? D /
   }
 }
 
-// grid: (key blocks of 16 W keys, B * KVH).
+// grid: (B * KVH, key blocks of 16 W keys, heaviest first).
 template <int D, int W, int kPart, bool kHoistK, bool kHoistV, int kMinBlocks, bool kBf16>
 __global__ void __launch_bounds__(W * kWarp, kMinBlocks)
     mma_attention_dkv_v2(const uint16_t* q, const uint16_t* k, const uint16_t* v,
@@ -103,11 +96,11 @@ __global__ void __launch_bounds__(W * kWarp, kMinBlocks)
   uint16_t* vs = ks + kKeys * S;
   uint16_t* qdo = vs + kKeys * S;  // buffer i: Q at qdo + 2 i kRows S, dO right after it
   float* stats_tiles = reinterpret_cast<float*>(qdo + 4 * kRows * S);  // buffer i: lse, delta
-  const int64_t b = blockIdx.y / p.kv_heads, g = blockIdx.y % p.kv_heads;
+  const int64_t b = grid_slice() / p.kv_heads, g = grid_slice() % p.kv_heads;
   const int64_t group_heads = p.heads / p.kv_heads;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
-  const int64_t k0 = int64_t{blockIdx.x} * kKeys;
+  const int64_t k0 = key_block_heaviest_first() * kKeys;
   const int64_t warp_k0 = k0 + warp * 16, warp_k1 = warp_k0 + 15;  // this warp's keys
   const int64_t key_a = warp_k0 + group, key_b = key_a + 8;
   const int64_t last_key = min(p.seq - 1, k0 + kKeys - 1);
@@ -261,11 +254,11 @@ __global__ void __launch_bounds__(W * kWarp, kMinBlocks)
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem_words);
   uint16_t* dos = qs + kBlockRows * S;
   uint16_t* kv = dos + kBlockRows * S;  // buffer i: K at kv + 2 i kRows S, V right after it
-  const int64_t b = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
+  const int64_t b = grid_slice() / p.heads, h = grid_slice() % p.heads;
   const int64_t g = h / (p.heads / p.kv_heads);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
-  const int64_t q0 = int64_t{blockIdx.x} * kBlockRows;
+  const int64_t q0 = query_block_heaviest_first() * kBlockRows;
   const int64_t warp_first = q0 + warp * 16, warp_last = warp_first + 15;
   const int64_t row_a = warp_first + group, row_b = row_a + 8;
   const int64_t last = min(p.seq - 1, q0 + kBlockRows - 1);
@@ -364,8 +357,7 @@ void launch_dkv_config(const AttentionArgs& a, const MmaParams& p, cudaStream_t 
   constexpr int kKeys = 16 * W;
   const size_t shared = sizeof(uint16_t) * (2 * kKeys + 4 * kRows) * (D + kPad) +
                         4 * sizeof(float) * kRows;  // K, V, two Q/dO buffers, lse/delta
-  const dim3 grid(static_cast<unsigned>((a.seq + kKeys - 1) / kKeys),
-                  static_cast<unsigned>(a.batch * a.kv_heads));
+  const dim3 grid = heaviest_first_grid((a.seq + kKeys - 1) / kKeys, a.batch * a.kv_heads);
   allow_shared<mma_attention_dkv_v2<D, W, kPart, kHoistK, kHoistV, kMinBlocks, kBf16>>(shared);
   mma_attention_dkv_v2<D, W, kPart, kHoistK, kHoistV, kMinBlocks, kBf16>
       <<<grid, W * kWarp, shared, stream>>>(
@@ -380,8 +372,7 @@ void launch_dq_config(const AttentionArgs& a, const MmaParams& p, cudaStream_t s
   constexpr int kBlockRows = 16 * W;
   // Q, dO (16 W rows each), two K/V buffers.
   const size_t shared = sizeof(uint16_t) * (2 * kBlockRows + 4 * kRows) * (D + kPad);
-  const dim3 grid(static_cast<unsigned>((a.seq + kBlockRows - 1) / kBlockRows),
-                  static_cast<unsigned>(a.batch * a.heads));
+  const dim3 grid = heaviest_first_grid((a.seq + kBlockRows - 1) / kBlockRows, a.batch * a.heads);
   allow_shared<mma_attention_dq_v2<D, W, kHoist, kMinBlocks, kBf16>>(shared);
   mma_attention_dq_v2<D, W, kHoist, kMinBlocks, kBf16><<<grid, W * kWarp, shared, stream>>>(
       static_cast<const uint16_t*>(a.q), static_cast<const uint16_t*>(a.k),
@@ -441,30 +432,5 @@ bool launch_dq_v2(AttentionBackwardKernels kernels, const AttentionArgs& a, cons
 }
 
 }  // namespace mma_attention
-
-namespace {
-// -1: no override; otherwise an AttentionBackwardKernels value.
-std::atomic<int> backward_kernels_override{-1};
-}  // namespace
-
-AttentionBackwardKernels attention_backward_kernels() {
-  const int chosen = backward_kernels_override.load();
-  if (chosen >= 0) return static_cast<AttentionBackwardKernels>(chosen);
-  static const AttentionBackwardKernels from_environment = [] {
-    const char* choice = std::getenv("ZERO_CUDA_ATTENTION_BWD");
-    if (choice == nullptr || std::strcmp(choice, "v1") == 0) return AttentionBackwardKernels::kV1;
-    if (std::strcmp(choice, "v2") == 0) return AttentionBackwardKernels::kV2;
-    if (std::strcmp(choice, "v2-hoist") == 0) return AttentionBackwardKernels::kV2Hoisted;
-    if (std::strcmp(choice, "v2-w8") == 0) return AttentionBackwardKernels::kV2EightWarps;
-    throw ConfigError("ZERO_CUDA_ATTENTION_BWD=" + std::string(choice) +
-                      " is not a kernel choice: say v1 (the default), v2, v2-hoist or v2-w8, or "
-                      "unset it");
-  }();
-  return from_environment;
-}
-
-void set_attention_backward_kernels(std::optional<AttentionBackwardKernels> kernels) {
-  backward_kernels_override.store(kernels ? static_cast<int>(*kernels) : -1);
-}
 
 }  // namespace zero::backend::cuda

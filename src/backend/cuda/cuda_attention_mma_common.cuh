@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backend/cuda/cuda_attention_backward_choice.h"
+#include "backend/cuda/cuda_attention_kernel_choice.h"
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_mma_ptx.cuh"
@@ -81,49 +81,75 @@ __device__ __forceinline__ void stage(uint16_t* tile, const uint16_t* base, cons
   }
 }
 
-// acc[nt] += A(16 rows of `a`, all D columns) * B(rows nt*8.. of `b`)^T for nt < N: a 16 x 8N
-// block of products of rows (S = Q K^T, dP = dO V^T), both operands row-major in shared memory.
-// One ldmatrix.x4 gives the A fragment of a 16-column chunk (lanes 0-15 name its rows, at column
-// 0, lanes 16-31 the same rows at column 8), one more the B fragments of two n-tiles (lanes
-// 0-7 rows n.. at column 0, 8-15 the same at column 8, 16-31 likewise for rows n + 8..).
-template <int D, int N, bool kBf16>
-__device__ __forceinline__ void rows_times_rows(float (&acc)[N][4], const uint16_t* a,
-                                                const uint16_t* b, int lane) {
+// acc[m][nt] += A(rows 16m.. 16m + 15 of `a`, all D columns) * B(rows nt*8.. of `b`)^T for
+// m < M, nt < N: M stacked 16 x 8N blocks of products of rows (S = Q K^T, dP = dO V^T), both
+// operands row-major in shared memory. One ldmatrix.x4 gives the A fragment of a 16-column chunk
+// of one 16-row tile (lanes 0-15 name its rows, at column 0, lanes 16-31 the same rows at column
+// 8), one more the B fragments of two n-tiles (lanes 0-7 rows n.. at column 0, 8-15 the same at
+// column 8, 16-31 likewise for rows n + 8..), which then feed all M row tiles. Each acc[m][nt]
+// sums its chunks in the same order whatever M is.
+template <int D, int N, int M, bool kBf16>
+__device__ __forceinline__ void row_tiles_times_rows(float (&acc)[M][N][4], const uint16_t* a,
+                                                     const uint16_t* b, int lane) {
   static_assert(N % 2 == 0, "n-tiles are loaded in pairs");
   constexpr int S = D + kPad;
   const uint16_t* a_row = a + (lane % 16) * S + (lane / 16) * 8;
   const uint16_t* b_row = b + (lane % 8 + (lane / 16) * 8) * S + (lane / 8 % 2) * 8;
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
-    uint32_t af[4];
-    ldmatrix_x4<false>(af, a_row + kc * 16);
+    uint32_t af[M][4];
+#pragma unroll
+    for (int m = 0; m < M; ++m) ldmatrix_x4<false>(af[m], a_row + m * 16 * S + kc * 16);
 #pragma unroll
     for (int nt = 0; nt < N; nt += 2) {
       uint32_t bf[4];
       ldmatrix_x4<false>(bf, b_row + nt * 8 * S + kc * 16);
-      mma<kBf16>(acc[nt], af[0], af[1], af[2], af[3], bf[0], bf[1]);
-      mma<kBf16>(acc[nt + 1], af[0], af[1], af[2], af[3], bf[2], bf[3]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mma<kBf16>(acc[m][nt], af[m][0], af[m][1], af[m][2], af[m][3], bf[0], bf[1]);
+        mma<kBf16>(acc[m][nt + 1], af[m][0], af[m][1], af[m][2], af[m][3], bf[2], bf[3]);
+      }
     }
   }
 }
 
-// acc[dt] += P(16 x 16 chunk, A fragments a0..a3) * tile rows [k0, k0 + 16) (all D columns):
-// the product of a probability (or dS) chunk with a value-like tile read down its columns.
-// ldmatrix.x4.trans gives the B fragments of two 8-column tiles: lanes 0-7 name rows k0.. and
-// 8-15 rows k0 + 8.. at column 8 dt, lanes 16-31 the same rows at column 8 dt + 8.
-template <int D, bool kBf16>
-__device__ __forceinline__ void chunk_times_tile(float (&acc)[D / 8][4], uint32_t a0, uint32_t a1,
-                                                 uint32_t a2, uint32_t a3, const uint16_t* tile,
-                                                 int k0, int lane) {
+// The one-tile case: acc[nt] += A(16 rows of `a`) * B(rows nt*8.. of `b`)^T.
+template <int D, int N, bool kBf16>
+__device__ __forceinline__ void rows_times_rows(float (&acc)[N][4], const uint16_t* a,
+                                                const uint16_t* b, int lane) {
+  row_tiles_times_rows<D, N, 1, kBf16>(reinterpret_cast<float (&)[1][N][4]>(acc), a, b, lane);
+}
+
+// acc[m][dt] += P_m(16 x 16 chunk, A fragments a[m][0..3]) * tile rows [k0, k0 + 16) (all D
+// columns) for m < M: the product of M probability (or dS) chunks with a value-like tile read
+// down its columns. ldmatrix.x4.trans gives the B fragments of two 8-column tiles (lanes 0-7
+// name rows k0.. and 8-15 rows k0 + 8.. at column 8 dt, lanes 16-31 the same rows at column
+// 8 dt + 8), which feed all M chunks.
+template <int D, int M, bool kBf16>
+__device__ __forceinline__ void chunks_times_tile(float (&acc)[M][D / 8][4],
+                                                  const uint32_t (&a)[M][4],
+                                                  const uint16_t* tile, int k0, int lane) {
   constexpr int S = D + kPad;
   const uint16_t* row = tile + (k0 + lane % 8 + (lane / 8 % 2) * 8) * S + (lane / 16) * 8;
 #pragma unroll
   for (int dt = 0; dt < D / 8; dt += 2) {
     uint32_t bf[4];
     ldmatrix_x4<true>(bf, row + dt * 8);
-    mma<kBf16>(acc[dt], a0, a1, a2, a3, bf[0], bf[1]);
-    mma<kBf16>(acc[dt + 1], a0, a1, a2, a3, bf[2], bf[3]);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      mma<kBf16>(acc[m][dt], a[m][0], a[m][1], a[m][2], a[m][3], bf[0], bf[1]);
+      mma<kBf16>(acc[m][dt + 1], a[m][0], a[m][1], a[m][2], a[m][3], bf[2], bf[3]);
+    }
   }
+}
+
+// The one-chunk case: acc[dt] += P(16 x 16 chunk, A fragments a0..a3) * tile rows [k0, k0 + 16).
+template <int D, bool kBf16>
+__device__ __forceinline__ void chunk_times_tile(float (&acc)[D / 8][4], uint32_t a0, uint32_t a1,
+                                                 uint32_t a2, uint32_t a3, const uint16_t* tile,
+                                                 int k0, int lane) {
+  const uint32_t a[1][4] = {{a0, a1, a2, a3}};
+  chunks_times_tile<D, 1, kBf16>(reinterpret_cast<float (&)[1][D / 8][4]>(acc), a, tile, k0, lane);
 }
 
 struct MmaParams {
@@ -151,6 +177,31 @@ __device__ __forceinline__ bool tile_seen(int64_t q_first, int64_t q_last, int64
                                           const MmaParams& p) {
   return k0 <= q_last && (p.window == 0 || q_first - (k0 + kRows - 1) < p.window);
 }
+
+// Grid order, heaviest blocks first. Under a causal mask a query block's work grows with its
+// index (it sees every earlier key) and a key block's shrinks. Blocks start in the order of their
+// linear index, x fastest, so the grid puts the B x heads slices in x and the row blocks in y,
+// ordered so that y = 0 is the heaviest: every slice's longest blocks start in the first waves
+// and the launch ends on the shortest ones. With row blocks fastest (the old order) each slice's
+// heaviest block started last, and the launch's tail was whole long blocks on a few SMs while
+// the rest idled - a greedy-schedule model of the Llama and GPT-2 grids puts that tail at
+// 12-20% of each attention kernel's time (bench/gpu_speed_notes.md, attempt 6).
+// gridDim.y is at most 65535: mma_attention_supported() keeps longer sequences on the
+// CUDA-core kernels.
+constexpr int64_t kMaxRowBlocks = 65535;
+
+// Host: the grid for `row_blocks` blocks of rows in each of `slices` (batch x heads) slices.
+inline dim3 heaviest_first_grid(int64_t row_blocks, int64_t slices) {
+  return dim3(static_cast<unsigned>(slices), static_cast<unsigned>(row_blocks));
+}
+// Device: this block's slice (b * heads + h, or b * kv_heads + g).
+__device__ __forceinline__ int64_t grid_slice() { return blockIdx.x; }
+// Device: this block's query block, the last (most keys seen) first.
+__device__ __forceinline__ int64_t query_block_heaviest_first() {
+  return int64_t{gridDim.y} - 1 - blockIdx.y;
+}
+// Device: this block's key block, the first (seen by most queries) first.
+__device__ __forceinline__ int64_t key_block_heaviest_first() { return blockIdx.y; }
 
 // Bytes of one staged [kRows][head_dim + kPad] tile of 16-bit elements.
 inline size_t tile_bytes(int64_t head_dim) {
