@@ -11,8 +11,9 @@ namespace zero::backend::cuda {
 enum class AttentionForwardKernels {
   kV1,  // 16 query rows a warp: 8 warps (128 rows) a block, 4 for sequences of 128 or less
   // 32 query rows a warp in two 16-row tiles, 4 warps (128 rows) a block, for sequences over 128:
-  // every K and V fragment read from shared memory feeds two products, not one (the
-  // FlashAttention-2 shape). Same per-row arithmetic in the same order as kV1.
+  // every V fragment read from shared memory feeds two products, not one, and a warp's P V
+  // chains are twice as long (towards the FlashAttention-2 shape). Same per-row arithmetic in
+  // the same order as kV1.
   kV2TwoRowTiles,
 };
 

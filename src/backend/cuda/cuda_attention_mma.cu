@@ -57,20 +57,21 @@ __device__ __forceinline__ float quad_sum(float v) {
 }
 
 // The forward's blocks per SM that the register allocation must allow (ptxas -v, sm_90, CUDA 13).
-// One row tile a warp: at D = 64, 4 blocks of 4 warps (122 registers a thread, no spills; 4 x 45
+// One row tile a warp: at D = 64, 4 blocks of 4 warps (125 registers a thread, no spills; 4 x 45
 // KiB of tiles fit too) instead of the 3 that ptxas's unbounded 134 registers left; at D = 128,
-// whatever ptxas takes (170, one 8-warp block). Two row tiles a warp (4 warps a block): 2 blocks,
-// 8 warps an SM - D = 64 takes 219 registers, no spills; D = 128 hits the 255 cap with 56 bytes
-// spilled. (Bounding the backward kernels so makes them spill.)
+// whatever ptxas takes (170, one 8-warp block). Two row tiles a warp (4 warps a block): D = 64,
+// 3 blocks (166 registers, 12 warps an SM); D = 128, 2 (243). No spills in any of them.
+// (Bounding the backward kernels so makes them spill.)
 constexpr int forward_min_blocks(int head_dim, int warps, int row_tiles) {
-  if (row_tiles == 2) return 2;
+  if (row_tiles == 2) return head_dim == 64 ? 3 : 2;
   return head_dim == 64 ? 16 / warps : 1;
 }
 
 // grid: (B * H, query blocks of 16 M W rows, heaviest first); W warps, each owning M tiles of 16
 // query rows, share every 64-key tile (W = 8 halves the tile loads per FLOP of W = 4; M = 2 has
-// every K and V fragment a warp loads feed two products). Every row's arithmetic is the same
-// whatever W and M are: the same sums in the same order, so the same bytes.
+// every V fragment a warp loads feed two products; the tiles' scores are computed in turn, which
+// keeps the registers under 255). Every row's arithmetic is the same whatever W and M are: the
+// same sums in the same order, so the same bytes.
 template <int D, int W, int M, bool kBf16>
 __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
     mma_attention_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
@@ -119,60 +120,61 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
     __syncthreads();  // every thread's copies of this tile (and Q) are visible
     const uint16_t* ks = kv + 2 * buf * kRows * S;
     const uint16_t* vs = ks + kRows * S;
-    // A row tile of a warp that sees some of this key tile may itself see none of it: its scores
-    // are all -inf, so its m, l and output stay as they are (alpha = 1, p = 0).
     if (tile_seen(warp_first, warp_last, k0, p)) {
-      float s[M][8][4];
+      // Each row tile's scores, softmax update and probabilities in turn (its score registers
+      // are free again for the next tile's), then P V with each V fragment feeding every tile.
+      uint32_t pk[M][4][4];  // P rounded and packed: [row tile][16-key chunk][A fragment register]
 #pragma unroll
       for (int m = 0; m < M; ++m) {
+        const int64_t tile_first = warp_first + m * 16;
+        if (!tile_seen(tile_first, tile_first + 15, k0, p)) {
+          // Sees none of these keys: p = 0, and m, l and the output stay as they are (alpha 1).
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) s[m][nt][0] = s[m][nt][1] = s[m][nt][2] = s[m][nt][3] = 0.0f;
-      }
-      row_tiles_times_rows<D, 8, M, kBf16>(s, qs + warp * kWarpRows * S, ks, lane);
-      if (tile_unmasked(warp_first, warp_last, k0, p)) {
+          for (int kc = 0; kc < 4; ++kc) {
+            pk[m][kc][0] = pk[m][kc][1] = pk[m][kc][2] = pk[m][kc][3] = 0;
+          }
+          continue;
+        }
+        float s[8][4];
 #pragma unroll
-        for (int m = 0; m < M; ++m) {
+        for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        rows_times_rows<D, 8, kBf16>(s, qs + (tile_first - q0) * S, ks, lane);
+        if (tile_unmasked(tile_first, tile_first + 15, k0, p)) {
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-            for (int r = 0; r < 4; ++r) s[m][nt][r] *= p.scale_log2;
+            for (int r = 0; r < 4; ++r) s[nt][r] *= p.scale_log2;
           }
-        }
-      } else {
-        // visible(i, j) in 32-bit offsets, which hold every difference of two positions: the
-        // launcher keeps sequences under 2^22 (mma_attention_supported), and a window of the
-        // whole sequence or more is no window. Fewer live 64-bit values, fewer registers.
-        const int warp_diff = static_cast<int>(warp_first - k0);
-        const int keys_left = static_cast<int>(p.seq - k0);
-        const int window = p.window >= p.seq ? 0 : static_cast<int>(p.window);
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
+        } else {
+          // visible(i, j) in 32-bit offsets, which hold every difference of two positions: the
+          // launcher keeps sequences under 2^22 (mma_attention_supported), and a window of the
+          // whole sequence or more is no window. Fewer live 64-bit values, fewer registers.
+          const int tile_diff = static_cast<int>(tile_first - k0);
+          const int keys_left = static_cast<int>(p.seq - k0);
+          const int window = p.window >= p.seq ? 0 : static_cast<int>(p.window);
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-              const int dj = nt * 8 + tig * 2 + (r & 1), di = m * 16 + group + (r / 2) * 8;
-              const int diff = warp_diff + (di - dj);  // i - j
+              const int dj = nt * 8 + tig * 2 + (r & 1), di = group + (r / 2) * 8;
+              const int diff = tile_diff + (di - dj);  // i - j
               const bool seen = dj < keys_left && diff >= 0 && (window == 0 || diff < window);
-              s[m][nt][r] = seen ? s[m][nt][r] * p.scale_log2 : -INFINITY;
+              s[nt][r] = seen ? s[nt][r] * p.scale_log2 : -INFINITY;
             }
           }
         }
-      }
-      float base[M][2];
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
+        float base[2];
 #pragma unroll
         for (int upper = 0; upper < 2; ++upper) {
           float tile_max = -INFINITY;
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt) {
-            tile_max = fmaxf(tile_max, fmaxf(s[m][nt][2 * upper], s[m][nt][2 * upper + 1]));
+            tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * upper], s[nt][2 * upper + 1]));
           }
           const float new_max = fmaxf(row_max[m][upper], quad_max(tile_max));
           // A row that has seen no key yet keeps p = 0 (exp2(-inf - 0)) instead of NaN.
-          base[m][upper] = new_max == -INFINITY ? 0.0f : new_max;
-          const float alpha = exp2f(row_max[m][upper] - base[m][upper]);
+          base[upper] = new_max == -INFINITY ? 0.0f : new_max;
+          const float alpha = exp2_ftz(row_max[m][upper] - base[upper]);
           row_max[m][upper] = new_max;
           row_sum[m][upper] *= alpha;
 #pragma unroll
@@ -181,25 +183,31 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
             o[m][dt][2 * upper + 1] *= alpha;
           }
         }
-      }
 #pragma unroll
-      for (int kc = 0; kc < 4; ++kc) {  // 16 keys per chunk: score tiles 2kc and 2kc + 1
-        uint32_t a[M][4];
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          const float base_a = base[m][0], base_b = base[m][1];
-          float p0 = exp2f(s[m][2 * kc][0] - base_a), p1 = exp2f(s[m][2 * kc][1] - base_a);
-          float p2 = exp2f(s[m][2 * kc][2] - base_b), p3 = exp2f(s[m][2 * kc][3] - base_b);
-          float p4 = exp2f(s[m][2 * kc + 1][0] - base_a), p5 = exp2f(s[m][2 * kc + 1][1] - base_a);
-          float p6 = exp2f(s[m][2 * kc + 1][2] - base_b), p7 = exp2f(s[m][2 * kc + 1][3] - base_b);
+        for (int kc = 0; kc < 4; ++kc) {  // 16 keys per chunk: score tiles 2kc and 2kc + 1
+          const float(&s0)[4] = s[2 * kc];
+          const float(&s1)[4] = s[2 * kc + 1];
+          float p0 = exp2_ftz(s0[0] - base[0]), p1 = exp2_ftz(s0[1] - base[0]);
+          float p2 = exp2_ftz(s0[2] - base[1]), p3 = exp2_ftz(s0[3] - base[1]);
+          float p4 = exp2_ftz(s1[0] - base[0]), p5 = exp2_ftz(s1[1] - base[0]);
+          float p6 = exp2_ftz(s1[2] - base[1]), p7 = exp2_ftz(s1[3] - base[1]);
           // The row sums take the f32 probabilities (lse is the logsumexp the contract defines);
           // only the product's copies are rounded.
           row_sum[m][0] += (p0 + p1) + (p4 + p5);
           row_sum[m][1] += (p2 + p3) + (p6 + p7);
-          a[m][0] = pack_rounded<kBf16>(p0, p1);
-          a[m][1] = pack_rounded<kBf16>(p2, p3);
-          a[m][2] = pack_rounded<kBf16>(p4, p5);
-          a[m][3] = pack_rounded<kBf16>(p6, p7);
+          pk[m][kc][0] = pack_rounded<kBf16>(p0, p1);
+          pk[m][kc][1] = pack_rounded<kBf16>(p2, p3);
+          pk[m][kc][2] = pack_rounded<kBf16>(p4, p5);
+          pk[m][kc][3] = pack_rounded<kBf16>(p6, p7);
+        }
+      }
+#pragma unroll
+      for (int kc = 0; kc < 4; ++kc) {
+        uint32_t a[M][4];
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) a[m][r] = pk[m][kc][r];
         }
         chunks_times_tile<D, M, kBf16>(o, a, vs, kc * 16, lane);
       }

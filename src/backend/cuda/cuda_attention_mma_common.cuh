@@ -36,6 +36,7 @@ __device__ __forceinline__ bool visible(int64_t i, int64_t j, int64_t window) {
 using mma_ptx::cp_async_16;
 using mma_ptx::cp_async_commit;
 using mma_ptx::cp_async_wait;
+using mma_ptx::exp2_ftz;
 using mma_ptx::ldmatrix_x4;
 using mma_ptx::mma;
 

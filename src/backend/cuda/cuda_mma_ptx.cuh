@@ -1,9 +1,12 @@
 // The inline PTX of the tensor-core attention (cuda_attention_mma.cu): mma.sync m16n8k16,
-// ldmatrix (x4, plain and .trans) and 16-byte cp.async with its commit/wait groups. Each wrapper
+// ldmatrix (x4, plain and .trans), 16-byte cp.async with its commit/wait groups, and ex2 with
+// flush-to-zero. Each wrapper
 // has a simulator twin (tests/cuda_sim: mma.cpp, ptx_memory.cpp) that ZERO_CUDA_SIM builds call
 // instead: the CPU simulator cannot run PTX, so it emulates the same warp-collective
 // instructions, fragment layouts included.
 #pragma once
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
 
 #ifdef ZERO_CUDA_SIM
@@ -32,6 +35,24 @@ __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   }
+#endif
+}
+
+// 2^x, with results below FLT_MIN flushed to +0: one MUFU.EX2 instruction. exp2f() compiles to
+// ex2.approx.f32 without .ftz, which wraps the MUFU in a compare and two multiplies to return
+// subnormal results; the attention's probabilities that small (2^-126 of the row's largest)
+// add nothing a bf16 or f16 product or an f32 row sum can keep next to it. The forward uses it.
+// The backward kernels keep exp2f: with ex2.ftz ptxas gives the dQ kernels more registers (D = 64:
+// 148 instead of 128, one block an SM fewer; bounded back, they spill), likewise several v2
+// configurations, and the dK/dV kernels must keep giving v2's bytes.
+__device__ __forceinline__ float exp2_ftz(float x) {
+#ifdef ZERO_CUDA_SIM
+  const float y = std::exp2(x);
+  return y < FLT_MIN ? 0.0f : y;
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 #endif
 }
 
