@@ -3,7 +3,8 @@
 // in registers as 16-byte vectors). Per row the mean, then the variance about it (a second pass
 // over the row): y = (x - mean) rstd w (+ b), rstd = 1 / sqrt(var + eps);
 // dx = rstd (dy w - mean(dy w) - xhat mean(dy w xhat)) with xhat = (x - mean) rstd; weight and
-// bias gradients sum(dy xhat) and sum(dy) over rows. Only cuda_layernorm.cu includes this.
+// bias gradients sum(dy xhat) and sum(dy) over rows. cuda_layernorm.cu and cuda_norm_backward.cu
+// include this.
 #pragma once
 #include "backend/cuda/cuda_norm_rows.cuh"
 

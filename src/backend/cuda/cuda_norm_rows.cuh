@@ -1,9 +1,11 @@
 // The shared skeleton of the LayerNorm and RMSNorm kernels, part 2: the warp-per-row kernels
 // (cuda_norm_vector.cuh: a warp per row, the row held in registers as 16-byte vectors,
-// warp-shuffle sums) and the vectorised weight-gradient partials, parameterised on a norm's math
-// and taking the block-per-row kernels' parameters (both in cuda_norm_common.cuh).
-// cuda_layernorm.cu and cuda_rmsnorm.cu instantiate them with their math and launch them where
-// norm_vectors_per_lane / norm_rows_are_vectors allow (the launches stay in the .cu files: the
+// warp-shuffle sums; the backward's also summing the weight gradients of its rows) and the
+// vectorised weight-gradient partials, parameterised on a norm's math and taking the
+// block-per-row kernels' parameters (both in cuda_norm_common.cuh). cuda_layernorm.cu,
+// cuda_rmsnorm.cu (forward) and cuda_norm_backward.cu instantiate them with a norm's math and
+// launch them where norm_vectors_per_lane / norm_rows_are_vectors allow (the launches stay in
+// the .cu files: the
 // CUDA simulator rewrites <<<>>> there only). Per element the math runs in the same order on
 // either path; the row sums differ in grouping only (per lane: vector tree sums in slot order,
 // then the warp tree).
@@ -65,18 +67,64 @@ __global__ void __launch_bounds__(kNormRowThreads)
   }
 }
 
-// x and dy held in registers between the sums and dx (dx may be dy's buffer: a lane loads its
-// vectors before it stores them).
-template <typename Norm, typename T, int kVectors>
+// Rows per warp of norm_backward_rows_kernel: at least kNormFusedRowBlock consecutive rows (more
+// only when the warps would outnumber 65535), a function of the row count alone so that a shape
+// always sums its weight gradients in the same order. 8 rows: Llama 1B's 8192 rows give 1024
+// warps (8 an SM on 132 SMs), GPT-2's 16384 rows 2048, each writing one partial row.
+inline constexpr int64_t kNormFusedRowBlock = 8;
+inline int64_t norm_fused_row_block(int64_t rows) {
+  return partial_row_block(rows, kNormFusedRowBlock);
+}
+inline int64_t norm_fused_partial_rows(int64_t rows) {
+  const int64_t block = norm_fused_row_block(rows);
+  return (rows + block - 1) / block;
+}
+inline unsigned norm_fused_grid(int64_t rows) {
+  return static_cast<unsigned>((norm_fused_partial_rows(rows) + kNormRowWarps - 1) /
+                               kNormRowWarps);
+}
+// The vectors per lane up to which the backward also keeps the weight-gradient sums in registers
+// (kPartials below): the two rows' 4 registers a vector plus the f32 sums, kNormLanes<T> x
+// kNormPartials<Norm> a vector, within 128 registers - bf16 RMSNorm rows up to 2048 channels,
+// bf16 LayerNorm rows up to 1024, f32 rows up to 1024.
+template <typename Norm, typename T>
+constexpr int norm_fused_max_vectors() {
+  int vectors = 1;
+  while (2 * vectors * (8 + kNormLanes<T> * kNormPartials<Norm>) <= 128) vectors *= 2;
+  return vectors;
+}
+
+// The backward's dx, a warp per row on vectors held in registers (x and dy between the sums and
+// dx; dx may be dy's buffer: a lane loads its vectors before it stores them). Warp w of the grid
+// takes rows [w row_block, (w + 1) row_block) in order. With kPartials it also adds each row's
+// weight (and bias) gradient terms into per-lane f32 sums of its channels and stores them as
+// partial row w ([partial rows, channels], partial_b null without a bias gradient) for
+// norm_finish_kernel: x and dy are read once, where a separate partials kernel read them again.
+template <typename Norm, typename T, int kVectors, bool kPartials>
 __global__ void __launch_bounds__(kNormRowThreads)
-    norm_dx_rows_kernel(T* dx, const T* dy, const T* x, const T* weight, const float* mean,
-                        const float* rstd, int64_t rows, int64_t channels) {
+    norm_backward_rows_kernel(T* dx, float* partial_w, float* partial_b, const T* dy, const T* x,
+                              const T* weight, const float* mean, const float* rstd,
+                              int64_t rows, int64_t channels, int64_t row_block) {
   constexpr int kLanes = kNormLanes<T>;
   constexpr int kSums = Norm::kDxSums;
+  constexpr int kSlots = kPartials ? kNormPartials<Norm> : 1;
   const int lane = threadIdx.x % kWarp;
+  const int64_t warp_index = blockIdx.x * int64_t{kNormRowWarps} + threadIdx.x / kWarp;
+  const int64_t r0 = warp_index * row_block;
+  if (r0 >= rows) return;  // the whole warp
+  const int64_t r1 = min(rows, r0 + row_block);
   const int64_t vectors = channels / kLanes;
   const uint4* w = reinterpret_cast<const uint4*>(weight);
-  for (int64_t r = norm_first_warp_row(); r < rows; r += norm_warp_row_stride()) {
+  float acc[kVectors][kLanes][kSlots];
+#pragma unroll
+  for (int j = 0; j < kVectors; ++j) {
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+#pragma unroll
+      for (int n = 0; n < kSlots; ++n) acc[j][k][n] = 0.0f;
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
     uint4 xv[kVectors], gv[kVectors];
     norm_load_row<T>(xv, x, r, vectors, lane);
     norm_load_row<T>(gv, dy, r, vectors, lane);
@@ -102,11 +150,25 @@ __global__ void __launch_bounds__(kNormRowThreads)
       uint4 o = make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int k = 0; k < kLanes; ++k) {
-        set_vector_lane<T>(o, k,
-                           Norm::dx(vector_lane<T>(xv[j], k), vector_lane<T>(gv[j], k),
-                                    vector_lane<T>(wv, k), stats, means));
+        const float xk = vector_lane<T>(xv[j], k), gk = vector_lane<T>(gv[j], k);
+        set_vector_lane<T>(o, k, Norm::dx(xk, gk, vector_lane<T>(wv, k), stats, means));
+        if constexpr (kPartials) Norm::partial_terms(acc[j][k], gk, xk, stats);
       }
       out[i] = o;
+    });
+  }
+  if constexpr (kPartials) {
+    for_each_row_vector<kVectors>(vectors, lane, [&](int j, int64_t i) {
+      float* out_w = partial_w + warp_index * channels + i * kLanes;
+#pragma unroll
+      for (int k = 0; k < kLanes; ++k) out_w[k] = acc[j][k][0];
+      if constexpr (kSlots > 1) {
+        if (partial_b != nullptr) {
+          float* out_b = partial_b + warp_index * channels + i * kLanes;
+#pragma unroll
+          for (int k = 0; k < kLanes; ++k) out_b[k] = acc[j][k][1];
+        }
+      }
     });
   }
 }

@@ -2,7 +2,7 @@
 // block-per-row ones there and the warp-per-row ones of cuda_norm_rows.cuh, which hold the row
 // in registers as 16-byte vectors): LayerNorm without the mean or a bias. Per row
 // rstd = 1 / sqrt(mean(x^2) + eps), y = (x rstd) w; dx = rstd (dy w - x rstd mean(dy w x rstd));
-// the weight gradient sum(dy x rstd) over rows. Only cuda_rmsnorm.cu includes this.
+// the weight gradient sum(dy x rstd) over rows. cuda_rmsnorm.cu and cuda_norm_backward.cu include this.
 #pragma once
 #include "backend/cuda/cuda_norm_rows.cuh"
 
