@@ -1,10 +1,15 @@
-// The tensor-core attention backward's kernel choices (ZERO_CUDA_ATTENTION_BWD, see
-// backend/cuda/cuda_attention_kernel_choice.h) must give the same bytes: the v2 dK/dV kernels
-// multiply the same fragments in the same order per output element as v1 and skip only terms
-// that are exact zeros, so any difference is a bug (a fragment, mask or skip mistake), not
-// rounding. Shapes: GQA and MQA, sliding windows that cut across 64- and 128-key blocks,
-// sequence lengths that are no multiple of 64, head dims 64 and 128, bf16 and f16. Runs on the
-// simulator (preset cuda-sim) as on a GPU; test_cuda_ops.cpp checks v1 against the CPU oracle.
+// The tensor-core attention's kernel choices (ZERO_CUDA_ATTENTION_FWD and _BWD, see
+// backend/cuda/cuda_attention_kernel_choice.h) against v1, on the simulator (preset cuda-sim) as
+// on a GPU; test_cuda_ops.cpp checks v1 against the CPU oracle.
+//   - The forward's v2 (two row tiles a warp) runs every row's arithmetic in v1's order: the
+//     same bytes of out and lse.
+//   - The backward's v2 dK/dV kernels multiply the same fragments in the same order per output
+//     element as v1 and skip only terms that are exact zeros: the same bytes, so any difference
+//     is a bug (a fragment, mask or skip mistake), not rounding.
+//   - The backward's v3 runs v1's dK/dV kernel (the same dK and dV bytes) storing dS, and dQ
+//     from it: within a few roundings of v1's dQ.
+// Shapes: GQA and MQA, sliding windows that cut across 64- and 128-key blocks, sequence lengths
+// that are no multiple of 64, head dims 64 and 128, bf16 and f16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,7 +50,7 @@ struct KernelChoiceReset {
 
 class CudaAttentionVariants : public CudaTest {};
 
-TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1) {
+TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1AndV3CloseToThem) {
   const KernelChoiceReset reset;
   // An override, so that this test's forwards leave the environment unread (the environment
   // tests below read it first when the whole binary runs in one process).
@@ -101,6 +106,32 @@ TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1) {
         EXPECT_EQ(backward_bytes(kernels), v1)
             << what << ", choice " << static_cast<int>(kernels) << ": dq/dk/dv differ from v1";
       }
+      // v3: v1's dK/dV kernel (same bytes) storing dS, then dQ from it. Its dS is computed
+      // transposed (K Q^T): equal bits where the tensor cores add a product and its transpose
+      // alike (the simulator does), otherwise a last-bit difference in some dS entries, so dQ
+      // within a few 16-bit roundings of v1's - a wrong fragment, tile or mask is off by O(1).
+      backward_bytes(AttentionBackwardKernels::kV3StoredDs);
+      const std::vector<double> v3_values = download(gpu(), dfused);
+      ASSERT_EQ(v3_values.size(), v1_values.size());
+      double dq_rms = 0.0;
+      for (size_t e = 0; e < v1_values.size(); ++e) {
+        if (static_cast<int64_t>(e / c.head_dim % width) < c.heads) {
+          dq_rms += v1_values[e] * v1_values[e];
+        }
+      }
+      dq_rms = std::sqrt(dq_rms / static_cast<double>(c.batch * c.seq * c.heads * c.head_dim));
+      int64_t dq_off = 0, dkv_off = 0;
+      for (size_t e = 0; e < v1_values.size(); ++e) {
+        const bool in_dq = static_cast<int64_t>(e / c.head_dim % width) < c.heads;
+        const double diff = std::abs(v3_values[e] - v1_values[e]);
+        if (in_dq) {
+          if (!(diff <= 1.0 / 64 * (std::abs(v1_values[e]) + dq_rms))) ++dq_off;
+        } else if (!(diff == 0.0)) {
+          ++dkv_off;
+        }
+      }
+      EXPECT_EQ(dq_off, 0) << what << ": v3's dq is off v1's by more than a few roundings";
+      EXPECT_EQ(dkv_off, 0) << what << ": v3's dk/dv differ from v1's";
     }
   }
 }
@@ -159,10 +190,10 @@ TEST_F(CudaAttentionVariants, EnvironmentNamesTheChoiceAndRejectsOthers) {
   const char* before = std::getenv("ZERO_CUDA_ATTENTION_BWD");
   const std::optional<std::string> saved =
       before != nullptr ? std::optional<std::string>(before) : std::nullopt;
-  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_BWD", "v3", 1), 0);
+  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_BWD", "v4", 1), 0);
   try {
     cuda::attention_backward_kernels();
-    ADD_FAILURE() << "ZERO_CUDA_ATTENTION_BWD=v3 was accepted";
+    ADD_FAILURE() << "ZERO_CUDA_ATTENTION_BWD=v4 was accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("ZERO_CUDA_ATTENTION_BWD"), std::string::npos) << e.what();
   }

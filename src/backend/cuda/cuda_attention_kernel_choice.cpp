@@ -51,7 +51,8 @@ AttentionBackwardKernels attention_backward_kernels() {
       "ZERO_CUDA_ATTENTION_BWD", {{"v1", AttentionBackwardKernels::kV1},
                                   {"v2", AttentionBackwardKernels::kV2},
                                   {"v2-hoist", AttentionBackwardKernels::kV2Hoisted},
-                                  {"v2-w8", AttentionBackwardKernels::kV2EightWarps}});
+                                  {"v2-w8", AttentionBackwardKernels::kV2EightWarps},
+                                  {"v3", AttentionBackwardKernels::kV3StoredDs}});
   return from_environment;
 }
 

@@ -40,6 +40,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_attention_mma_common.cuh"
+#include "core/check.h"
 
 namespace zero::backend::cuda {
 namespace {
@@ -329,6 +330,76 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// dQ from the stored dS (ZERO_CUDA_ATTENTION_BWD=v3, after mma_attention_dkv stored it): dQ =
+// scale dS K, the products of mma_attention_dq in its order (key tiles ascending, 16 keys a
+// chunk) without recomputing S and dP. grid: (B * H, query blocks, heaviest first); each warp 16
+// query rows. The dS^T tile (key rows) gives dS's A fragments through ldmatrix.trans.
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(kThreads)
+    mma_attention_dq_from_ds(const uint16_t* k, uint16_t* dq, MmaParams p) {
+  extern __shared__ uint4 smem_words[];
+  constexpr int S = D + kPad;
+  constexpr int kDsStride = kRows + kPad;
+  // buffer i: dS^T at tiles + i (kRows kDsStride + kRows S), K right after it.
+  uint16_t* tiles = reinterpret_cast<uint16_t*>(smem_words);
+  constexpr int kBufferElements = kRows * kDsStride + kRows * S;
+  const int64_t slice = grid_slice();
+  const int64_t b = slice / p.heads, h = slice % p.heads;
+  const int64_t g = h / (p.heads / p.kv_heads);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int group = lane >> 2, tig = lane & 3;
+  const int64_t qi = query_block_heaviest_first(), q0 = qi * kRows;
+  const int64_t row_a = q0 + warp * 16 + group, row_b = row_a + 8;
+  const int64_t first = p.window > 0 ? max(int64_t{0}, q0 - p.window + 1) : 0;
+  const int64_t j_begin = first / kRows;
+  auto stage_tiles = [&](int64_t j, int buf) {
+    uint16_t* ds_smem = tiles + buf * kBufferElements;
+    const uint16_t* src = ds_tile(p, slice, qi, j);
+    constexpr int kChunks = kRows / 8;  // 16-byte pieces of a dS^T row
+    for (int e = threadIdx.x; e < kRows * kChunks; e += blockDim.x) {
+      const int r = e / kChunks, c = e % kChunks;
+      cp_async_16(ds_smem + r * kDsStride + c * 8, src + r * kRows + c * 8);
+    }
+    stage<D>(ds_smem + kRows * kDsStride, k, p.k, b, j * kRows, p.seq, g);
+  };
+  stage_tiles(j_begin, 0);
+  cp_async_commit();
+
+  float acc[D / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
+  // ldmatrix.x4.trans of dS^T rows (keys) 16 kc + lane % 8 (+ 8 for lanes 16-31) at query column
+  // warp * 16 (+ 8 for lanes 8-15, 24-31): the four 8 x 8 pieces of dS's A fragment.
+  const int frag_row = lane % 8 + (lane / 16) * 8, frag_col = warp * 16 + (lane / 8 % 2) * 8;
+  int buf = 0;
+  for (int64_t j = j_begin; j <= qi; ++j, buf ^= 1) {
+    if (j + 1 <= qi) stage_tiles(j + 1, buf ^ 1);  // as in the forward
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint16_t* ds_smem = tiles + buf * kBufferElements;
+    const uint16_t* ks = ds_smem + kRows * kDsStride;
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc) {
+      uint32_t a[4];
+      ldmatrix_x4<true>(a, ds_smem + (kc * 16 + frag_row) * kDsStride + frag_col);
+      chunk_times_tile<D, kBf16>(acc, a[0], a[1], a[2], a[3], ks, kc * 16, lane);
+    }
+    __syncthreads();  // this buffer is refilled by the next iteration's prefetch
+  }
+  const int64_t rows[2] = {row_a, row_b};
+#pragma unroll
+  for (int upper = 0; upper < 2; ++upper) {
+    if (rows[upper] >= p.seq) continue;
+    uint16_t* dst = dq + offset(p.dq, b, rows[upper], h) + tig * 2;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      store_pair<kBf16>(dst + dt * 8, p.scale * acc[dt][2 * upper],
+                        p.scale * acc[dt][2 * upper + 1]);
+    }
+  }
+}
+
 // dK and dV. grid: (B * KVH, key blocks, heaviest first). Each warp owns 16 keys; the scores
 // are computed transposed (keys as rows), 16 queries at a time to bound the registers.
 template <int D, bool kBf16>
@@ -438,6 +509,18 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t d2 = pack_rounded<kBf16>(dpt[1][0], dpt[1][1]);
       const uint32_t d3 = pack_rounded<kBf16>(dpt[1][2], dpt[1][3]);
       chunk_times_tile<D, kBf16>(dk_acc, d0, d1, d2, d3, qs, part * 16, lane);
+      if (p.ds != nullptr) {  // v3: the rounded dS^T, for the dQ kernel
+        // This step's tile; key rows warp * 16 + group (+ 8), query columns 2 tig (+ 1).
+        const int64_t slice = b * p.heads + g * group_heads + step / q_tiles;
+        uint16_t* ds_rows = ds_tile(p, slice, q0 / kRows, k0 / kRows) +
+                            (warp * 16 + group) * kRows + part * 16 + tig * 2;
+        uint32_t* row_a = reinterpret_cast<uint32_t*>(ds_rows);
+        uint32_t* row_b = reinterpret_cast<uint32_t*>(ds_rows + 8 * kRows);
+        row_a[0] = d0;  // queries part * 16 + 2 tig, + 1
+        row_b[0] = d1;
+        row_a[4] = d2;  // queries part * 16 + 8 + 2 tig, + 1
+        row_b[4] = d3;
+      }
     }
     __syncthreads();  // this buffer is refilled by the next step's prefetch
   }
@@ -480,6 +563,7 @@ MmaParams params_of(const AttentionArgs& a) {
   p.dv = a.dv_layout;
   p.lse = a.lse;
   p.delta = a.delta;
+  p.ds = static_cast<uint16_t*>(a.ds);
   return p;
 }
 
@@ -533,9 +617,54 @@ void launch_attention_forward_mma(const AttentionArgs& a, cudaStream_t stream) {
   ZERO_CUDA_CHECK_LAUNCH();
 }
 
+size_t attention_backward_ds_bytes(const AttentionArgs& a) {
+  if (attention_backward_kernels() != AttentionBackwardKernels::kV3StoredDs) return 0;
+  if (!mma_attention_supported(a, true)) return 0;
+  return sizeof(uint16_t) * static_cast<size_t>(a.batch * a.heads * ds_tiles_per_slice(a.seq) *
+                                                kRows * kRows);
+}
+
+namespace {
+
+// v1's dK/dV kernel, storing dS where p.ds is set.
+void launch_dkv_v1(const AttentionArgs& a, const MmaParams& p, cudaStream_t stream) {
+  dispatch_mma(a, [&]<int D, bool kBf16>() {
+    const int64_t blocks = (a.seq + kRows - 1) / kRows;
+    // K, V, two Q/dO buffers, two lse/delta buffers.
+    const size_t shared = 6 * tile_bytes(D) + 4 * sizeof(float) * kRows;
+    allow_shared<mma_attention_dkv<D, kBf16>>(shared);
+    mma_attention_dkv<D, kBf16><<<heaviest_first_grid(blocks, a.batch * a.kv_heads), kThreads,
+                                  shared, stream>>>(
+        static_cast<const uint16_t*>(a.q), static_cast<const uint16_t*>(a.k),
+        static_cast<const uint16_t*>(a.v), static_cast<const uint16_t*>(a.dout),
+        static_cast<uint16_t*>(a.dk), static_cast<uint16_t*>(a.dv), p);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
 void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) {
-  const MmaParams p = params_of(a);
   const AttentionBackwardKernels kernels = attention_backward_kernels();
+  if (kernels == AttentionBackwardKernels::kV3StoredDs) {
+    ZERO_CHECK(a.ds != nullptr, "the v3 attention backward needs its dS scratch "
+                                    << "(attention_backward_ds_bytes)");
+    const MmaParams p = params_of(a);
+    launch_dkv_v1(a, p, stream);  // stores dS, which the dQ kernel then reads
+    dispatch_mma(a, [&]<int D, bool kBf16>() {
+      const int64_t blocks = (a.seq + kRows - 1) / kRows;
+      // Two buffers of a dS^T tile and a K tile.
+      const size_t shared = 2 * (sizeof(uint16_t) * kRows * (kRows + kPad) + tile_bytes(D));
+      allow_shared<mma_attention_dq_from_ds<D, kBf16>>(shared);
+      mma_attention_dq_from_ds<D, kBf16><<<heaviest_first_grid(blocks, a.batch * a.heads),
+                                           kThreads, shared, stream>>>(
+          static_cast<const uint16_t*>(a.k), static_cast<uint16_t*>(a.dq), p);
+    });
+    ZERO_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  MmaParams p = params_of(a);
+  p.ds = nullptr;  // only v3 stores dS
   const bool v2 = kernels != AttentionBackwardKernels::kV1;
   const bool v2_dq = v2 && launch_dq_v2(kernels, a, p, stream);
   dispatch_mma(a, [&]<int D, bool kBf16>() {
@@ -553,19 +682,8 @@ void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) 
   if (v2) {
     launch_dkv_v2(kernels, a, p, stream);
   } else {
-    dispatch_mma(a, [&]<int D, bool kBf16>() {
-      const int64_t blocks = (a.seq + kRows - 1) / kRows;
-      // K, V, two Q/dO buffers, two lse/delta buffers.
-      const size_t shared = 6 * tile_bytes(D) + 4 * sizeof(float) * kRows;
-      allow_shared<mma_attention_dkv<D, kBf16>>(shared);
-      mma_attention_dkv<D, kBf16><<<heaviest_first_grid(blocks, a.batch * a.kv_heads),
-                                    kThreads, shared, stream>>>(
-          static_cast<const uint16_t*>(a.q), static_cast<const uint16_t*>(a.k),
-          static_cast<const uint16_t*>(a.v), static_cast<const uint16_t*>(a.dout),
-          static_cast<uint16_t*>(a.dk), static_cast<uint16_t*>(a.dv), p);
-    });
+    launch_dkv_v1(a, p, stream);
   }
-  ZERO_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace zero::backend::cuda

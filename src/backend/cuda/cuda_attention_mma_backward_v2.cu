@@ -399,6 +399,7 @@ void launch_dkv_v2(AttentionBackwardKernels kernels, const AttentionArgs& a, con
         launch_dkv_config<D, 8, 32, false, false, kD64 ? 2 : 1, kBf16>(a, p, stream);
         break;
       case AttentionBackwardKernels::kV1:
+      case AttentionBackwardKernels::kV3StoredDs:  // both run v1's kernel (cuda_attention_mma.cu)
         break;
     }
   });

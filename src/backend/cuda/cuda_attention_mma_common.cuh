@@ -160,7 +160,21 @@ struct MmaParams {
   HeadLayout q, k, v, out, dout, dq, dk, dv;
   float* lse;           // [B, H, T]
   const float* delta;   // [B, H, T] (backward)
+  uint16_t* ds;         // the backward's dS tiles (ds_tile), or null
 };
+
+// The backward's stored dS (ZERO_CUDA_ATTENTION_BWD=v3): for each batch x head slice, the
+// [kRows keys][kRows queries] tiles of dS^T (as the dK/dV kernel holds it: key rows) at key tile
+// j and query tile i >= j, in lower-triangle order - query tile i's tiles j = 0..i contiguous,
+// which is the order the dQ kernel reads them in.
+__host__ __device__ inline int64_t ds_tiles_per_slice(int64_t seq) {
+  const int64_t tiles = (seq + kRows - 1) / kRows;
+  return tiles * (tiles + 1) / 2;
+}
+__device__ __forceinline__ uint16_t* ds_tile(const MmaParams& p, int64_t slice, int64_t i,
+                                             int64_t j) {
+  return p.ds + (slice * ds_tiles_per_slice(p.seq) + i * (i + 1) / 2 + j) * (kRows * kRows);
+}
 
 // Whether every query of [q_first, q_last] sees every key of [k0, k0 + kRows), all of them real
 // keys: such tiles (all but the diagonal ones of causal attention) skip the per-element mask,

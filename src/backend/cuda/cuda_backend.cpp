@@ -811,6 +811,11 @@ void CudaBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const T
   a.dv_layout = head_layout(dv);
   Tensor delta = scratch(sizeof(float) * static_cast<size_t>(a.batch * a.heads * a.seq));
   a.delta = static_cast<float*>(delta.raw_data());
+  Tensor ds;
+  if (const size_t bytes = cuda::attention_backward_ds_bytes(a); bytes > 0) {
+    ds = scratch(bytes);
+    a.ds = ds.raw_data();
+  }
   cuda::launch_attention_backward(a, current());
 }
 
