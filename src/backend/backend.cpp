@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include <chrono>
+#include <string>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -138,6 +139,33 @@ void Backend::add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Te
                                   const Tensor& b, const Tensor& weight, double eps) {
   add_into(*this, sum, a, b);
   rmsnorm_forward(y, rstd, sum, weight, eps);
+}
+
+void check_norm_residual(const Tensor& dx, const Tensor& residual, const char* op) {
+  if (residual.raw_data() == dx.raw_data()) {
+    throw ShapeError(std::string(op) + ": the residual gradient " + residual.describe() +
+                     " is dx's own buffer; pass dx a buffer of its own");
+  }
+  if (residual.shape() != dx.shape() || residual.dtype() != dx.dtype()) {
+    throw ShapeError(std::string(op) + ": the residual gradient " + residual.describe() +
+                     " must have dx's shape and dtype (" + dx.describe() + ")");
+  }
+}
+
+void Backend::layernorm_backward_add(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                                     const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& residual) {
+  check_norm_residual(dx, residual, "layernorm_backward_add");
+  layernorm_backward(dx, dweight, dbias, dy, x, weight, mean, rstd);
+  add(dx, residual, 1.0);
+}
+
+void Backend::rmsnorm_backward_add(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                                   const Tensor& weight, const Tensor& rstd,
+                                   const Tensor& residual) {
+  check_norm_residual(dx, residual, "rmsnorm_backward_add");
+  rmsnorm_backward(dx, dweight, dy, x, weight, rstd);
+  add(dx, residual, 1.0);
 }
 
 void Backend::optimizer_update_with_copy(OptimizerKind kind, Tensor& params, const Tensor& grads,

@@ -214,6 +214,22 @@ class Backend {
   virtual void add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a,
                                    const Tensor& b, const Tensor& weight, double eps);
 
+  // ---- a norm's backward fused with the residual gradient added to its dx ---------------------
+  // dx = the norm's dx, rounded to dx's dtype exactly as layernorm_backward / rmsnorm_backward
+  // round it, + residual, rounded exactly as add(dx, residual, 1) rounds it; the weight (and
+  // bias) gradients accumulate as the plain backward accumulates them. The pre-norm block's
+  // backward "dx = norm'(dh) + d_residual" in one pass over the rows on a device instead of a
+  // norm pass and an add pass. residual shares dx's shape and dtype and is not dx's buffer (dx
+  // may still be dy's, as in the plain backward). The defaults run the norm backward and add
+  // (the CPU backends keep them: the oracle's sequence); a device backend overrides them.
+  virtual void layernorm_backward_add(Tensor& dx, Tensor& dweight, Tensor* dbias,
+                                      const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                      const Tensor& mean, const Tensor& rstd,
+                                      const Tensor& residual);
+  virtual void rmsnorm_backward_add(Tensor& dx, Tensor& dweight, const Tensor& dy,
+                                    const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                    const Tensor& residual);
+
   // ---- activations ---------------------------------------------------------------------------
   // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Any shape, contiguous.
   virtual void gelu_forward(Tensor& y, const Tensor& x) = 0;
@@ -356,5 +372,9 @@ class StreamGuard {
   Backend& backend_;
   StreamKind previous_;
 };
+
+// Throws ShapeError naming `op` where the residual of a *norm_backward_add is dx's own buffer
+// or differs from dx in shape or dtype (what every backend's override checks first).
+void check_norm_residual(const Tensor& dx, const Tensor& residual, const char* op);
 
 }  // namespace zero::backend

@@ -39,11 +39,18 @@ Tensor NormLayer::normalize(backend::Backend& backend, const Tensor& x, const Te
 }
 
 Tensor NormLayer::backward(backend::Backend& backend, const Tensor& dy, const Tensor& x,
-                           const Tensor& weight, Tensor& dweight, Tensor* dbias) {
+                           const Tensor& weight, Tensor& dweight, Tensor* dbias,
+                           const Tensor* residual) {
   ZERO_CHECK(rstd_.defined(), "norm backward without a training forward");
   Tensor dx = backend.empty(x.shape(), x.dtype(), MemoryCategory::kActivations);
   if (kind_ == NormKind::kLayerNorm) {
-    backend.layernorm_backward(dx, dweight, dbias, dy, x, weight, mean_, rstd_);
+    if (residual != nullptr) {
+      backend.layernorm_backward_add(dx, dweight, dbias, dy, x, weight, mean_, rstd_, *residual);
+    } else {
+      backend.layernorm_backward(dx, dweight, dbias, dy, x, weight, mean_, rstd_);
+    }
+  } else if (residual != nullptr) {
+    backend.rmsnorm_backward_add(dx, dweight, dy, x, weight, rstd_, *residual);
   } else {
     backend.rmsnorm_backward(dx, dweight, dy, x, weight, rstd_);
   }

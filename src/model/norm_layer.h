@@ -24,9 +24,12 @@ class NormLayer {
   // (Backend::add_layernorm_forward / add_rmsnorm_forward): the residual add before a norm.
   Tensor forward_after_add(backend::Backend& backend, Tensor& x, const Tensor& residual,
                            const Tensor& weight, const Tensor* bias, bool training);
-  // dx = d norm / dx; dweight/dbias accumulate. Frees the statistics.
+  // dx = d norm / dx (+ residual, the gradient of the residual path, where given: one backend op,
+  // Backend::layernorm_backward_add / rmsnorm_backward_add); dweight/dbias accumulate. Frees the
+  // statistics.
   Tensor backward(backend::Backend& backend, const Tensor& dy, const Tensor& x,
-                  const Tensor& weight, Tensor& dweight, Tensor* dbias);
+                  const Tensor& weight, Tensor& dweight, Tensor* dbias,
+                  const Tensor* residual = nullptr);
   void release() {
     mean_ = Tensor();
     rstd_ = Tensor();

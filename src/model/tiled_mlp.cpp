@@ -71,8 +71,9 @@ Tensor TiledMlp::shard_backward(backend::Backend& be, const Tensor& dy, const Ml
   d_up = Tensor();
   h2_ = Tensor();
   tensor_parallel_all_reduce(tensor_group_, d_h2);  // column-parallel input gradient
-  Tensor d_x1 = norm_.backward(be, d_h2, x1_, p.norm_weight, g.norm_weight, optional(g.norm_bias));
-  be.add(d_x1, dy, 1.0);  // the residual path
+  // The residual path's gradient dy added in the norm's pass.
+  Tensor d_x1 = norm_.backward(be, d_h2, x1_, p.norm_weight, g.norm_weight, optional(g.norm_bias),
+                               &dy);
   x1_ = Tensor();
   return d_x1;
 }

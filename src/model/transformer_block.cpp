@@ -339,9 +339,9 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   // Column-parallel input gradient: each rank's heads give a partial sum (Megatron's "f").
   tensor_parallel_all_reduce(tp_group, d_h1);
   Tensor g_norm1_bias = norm1_.has_bias() ? grad(idx_.norm1_bias) : Tensor();
+  // The residual path's gradient d_x1 added in the norm's pass.
   Tensor dx = norm1_.backward(be, d_h1, x_, param(idx_.norm1_weight), grad(idx_.norm1_weight),
-                              norm1_.has_bias() ? &g_norm1_bias : nullptr);
-  be.add(dx, d_x1, 1.0);
+                              norm1_.has_bias() ? &g_norm1_bias : nullptr, &d_x1);
   release_activations();
   return dx;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "cuda_test_support.h"
 
 namespace zero::backend::cuda_test {
@@ -114,6 +115,53 @@ NormOutputs run_norms(Backend& be, const NormCase& c, DType dtype, bool layernor
   return out;
 }
 
+// The backward with the residual gradient added to dx: in one op (Backend::*_backward_add, the
+// device kernels' fused pass) or as the backward and then add(dx, residual). dx into its own
+// buffer or over dy; the weight (and bias) gradients accumulate onto the same start values.
+NormOutputs run_backward_add(Backend& be, const NormCase& c, DType dtype, bool layernorm,
+                             bool bias, bool in_place, bool fused) {
+  const int64_t n = c.rows * c.channels;
+  const std::vector<float> x = random_values(n, 80, -2.0f, 2.0f);
+  const std::vector<float> res = random_values(n, 81, -2.0f, 2.0f);
+  const std::vector<float> dy = random_values(n, 82);
+  const std::vector<float> w = random_values(c.channels, 83), b = random_values(c.channels, 84);
+  const std::vector<float> dw0 = random_values(c.channels, 85);
+  const std::vector<float> db0 = random_values(c.channels, 86);
+  const std::vector<float> nan(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
+  Tensor tx = rows_tensor(be, x, c, dtype), tres = rows_tensor(be, res, c, dtype);
+  Tensor tdy = rows_tensor(be, dy, c, dtype);
+  Tensor y = rows_tensor(be, nan, c, dtype), own = rows_tensor(be, nan, c, dtype);
+  Tensor tw = upload(be, w, {c.channels}, dtype), tb = upload(be, b, {c.channels}, dtype);
+  Tensor dw = upload(be, dw0, {c.channels}, dtype), db = upload(be, db0, {c.channels}, dtype);
+  Tensor mean = be.empty({c.rows}, DType::kF32, MemoryCategory::kOther);
+  Tensor rstd = be.empty({c.rows}, DType::kF32, MemoryCategory::kOther);
+  be.fill(mean, 0.0);
+  if (layernorm) {
+    be.layernorm_forward(y, mean, rstd, tx, tw, bias ? &tb : nullptr, 1e-5);
+  } else {
+    be.rmsnorm_forward(y, rstd, tx, tw, 1e-6);
+  }
+  Tensor& dx = in_place ? tdy : own;
+  Tensor* dbias = layernorm && bias ? &db : nullptr;
+  if (fused && layernorm) {
+    be.layernorm_backward_add(dx, dw, dbias, tdy, tx, tw, mean, rstd, tres);
+  } else if (fused) {
+    be.rmsnorm_backward_add(dx, dw, tdy, tx, tw, rstd, tres);
+  } else {
+    if (layernorm) {
+      be.layernorm_backward(dx, dw, dbias, tdy, tx, tw, mean, rstd);
+    } else {
+      be.rmsnorm_backward(dx, dw, tdy, tx, tw, rstd);
+    }
+    be.add(dx, tres, 1.0);
+  }
+  NormOutputs out;
+  out.add(be, dx, "dx + residual");
+  out.add(be, dw, "dweight");
+  if (dbias != nullptr) out.add(be, db, "dbias");
+  return out;
+}
+
 // Tolerances (|gpu - cpu| <= atol + rtol |cpu|), those of test_cuda_ops.cpp's norm tests. The
 // sum of the fused add is one rounding of an exact f32 sum, as the CPU's add: no f32 part. The
 // statistics are f32 row sums in another order (per lane, then a warp tree; the CPU's SIMD
@@ -153,6 +201,55 @@ TEST_F(CudaNorms, BothPathsMatchTheCpuAndRepeatBitForBit) {
         }
       }
     }
+  }
+}
+
+// The norm backward with the residual gradient added in its pass gives on the GPU the bytes of
+// the backward followed by add(dx, residual) - its contract - on both kernel paths, with dx in
+// its own buffer and over dy; and the CPU's values (whose default runs those two ops).
+TEST_F(CudaNorms, BackwardWithTheResidualGivesTheBytesOfBackwardThenAdd) {
+  for (const NormCase& c : kCases) {
+    for (DType dtype : kStorageTypes) {
+      for (int variant = 0; variant < 6; ++variant) {
+        const bool layernorm = variant / 2 > 0, bias = variant / 2 == 2;
+        const bool in_place = variant % 2 == 1;
+        const std::string what = std::string(layernorm ? "layernorm " : "rmsnorm ") +
+                                 dtype_name(dtype) + (bias ? " with bias" : "") +
+                                 (in_place ? " over dy" : "") + ", " + c.what;
+        const NormOutputs unfused =
+            run_backward_add(gpu(), c, dtype, layernorm, bias, in_place, false);
+        const NormOutputs fused = run_backward_add(gpu(), c, dtype, layernorm, bias, in_place, true);
+        const NormOutputs want = run_backward_add(cpu(), c, dtype, layernorm, bias, in_place, true);
+        ASSERT_EQ(fused.names, unfused.names) << what;
+        for (size_t i = 0; i < fused.names.size(); ++i) {
+          const std::string name = what + ": " + fused.names[i];
+          EXPECT_EQ(fused.bits[i], unfused.bits[i]) << name << ": fused differs from unfused";
+          expect_close(want.values[i], fused.values[i], tolerance_for("dx", dtype), name);
+        }
+      }
+    }
+  }
+}
+
+// The residual must be a buffer of its own, shaped and typed as dx: a clear error otherwise, on
+// the device backend and on the CPU's default alike.
+TEST_F(CudaNorms, BackwardWithTheResidualRejectsDxsOwnBuffer) {
+  for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+    Tensor x = be->zeros({4, 8}, DType::kF32, MemoryCategory::kOther);
+    Tensor dy = be->zeros({4, 8}, DType::kF32, MemoryCategory::kOther);
+    Tensor dx = be->zeros({4, 8}, DType::kF32, MemoryCategory::kOther);
+    Tensor w = be->zeros({8}, DType::kF32, MemoryCategory::kOther);
+    Tensor dw = be->zeros({8}, DType::kF32, MemoryCategory::kOther);
+    Tensor rstd = be->zeros({4}, DType::kF32, MemoryCategory::kOther);
+    Tensor narrow = be->zeros({4, 4}, DType::kF32, MemoryCategory::kOther);
+    try {
+      be->rmsnorm_backward_add(dx, dw, dy, x, w, rstd, dx);
+      ADD_FAILURE() << "the residual was dx's own buffer";
+    } catch (const ShapeError& e) {
+      EXPECT_NE(std::string(e.what()).find("rmsnorm_backward_add"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("own buffer"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(be->rmsnorm_backward_add(dx, dw, dy, x, w, rstd, narrow), ShapeError);
   }
 }
 

@@ -577,11 +577,28 @@ void CudaBackend::add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Te
 void CudaBackend::layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
                                      const Tensor& x, const Tensor& weight, const Tensor& mean,
                                      const Tensor& rstd) {
-  const Checks check(device(), "layernorm_backward");
+  layernorm_backward_with(dx, dweight, dbias, dy, x, weight, mean, rstd, nullptr);
+}
+
+void CudaBackend::layernorm_backward_add(Tensor& dx, Tensor& dweight, Tensor* dbias,
+                                         const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                         const Tensor& mean, const Tensor& rstd,
+                                         const Tensor& residual) {
+  check_norm_residual(dx, residual, "layernorm_backward_add");
+  layernorm_backward_with(dx, dweight, dbias, dy, x, weight, mean, rstd, &residual);
+}
+
+void CudaBackend::layernorm_backward_with(Tensor& dx, Tensor& dweight, Tensor* dbias,
+                                          const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                          const Tensor& mean, const Tensor& rstd,
+                                          const Tensor* residual) {
+  const Checks check(device(),
+                     residual != nullptr ? "layernorm_backward_add" : "layernorm_backward");
   int64_t rows = 0, channels = 0;
   check_norm(check, x, weight, nullptr, {&mean, &rstd}, &rows, &channels);
   check_like_x(check, dx, x, "dx");
   check_like_x(check, dy, x, "dy");
+  if (residual != nullptr) check_like_x(check, *residual, x, "residual");
   check.contiguous(dweight, "dweight")
       .same_shape(dweight, weight, "dweight", "weight")
       .grad_dtype(dweight, x.dtype(), "dweight");
@@ -595,7 +612,7 @@ void CudaBackend::layernorm_backward(Tensor& dx, Tensor& dweight, Tensor* dbias,
       dx.raw_data(), dweight.raw_data(), dbias != nullptr ? dbias->raw_data() : nullptr,
       dy.raw_data(), x.raw_data(), weight.raw_data(), static_cast<const float*>(mean.raw_data()),
       static_cast<const float*>(rstd.raw_data()), x.dtype(), dweight.dtype(), rows, channels,
-      partials.raw_data(), current());
+      partials.raw_data(), current(), residual != nullptr ? residual->raw_data() : nullptr);
 }
 
 void CudaBackend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& weight,
@@ -624,11 +641,25 @@ void CudaBackend::add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, cons
 
 void CudaBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
                                    const Tensor& weight, const Tensor& rstd) {
-  const Checks check(device(), "rmsnorm_backward");
+  rmsnorm_backward_with(dx, dweight, dy, x, weight, rstd, nullptr);
+}
+
+void CudaBackend::rmsnorm_backward_add(Tensor& dx, Tensor& dweight, const Tensor& dy,
+                                       const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                       const Tensor& residual) {
+  check_norm_residual(dx, residual, "rmsnorm_backward_add");
+  rmsnorm_backward_with(dx, dweight, dy, x, weight, rstd, &residual);
+}
+
+void CudaBackend::rmsnorm_backward_with(Tensor& dx, Tensor& dweight, const Tensor& dy,
+                                        const Tensor& x, const Tensor& weight,
+                                        const Tensor& rstd, const Tensor* residual) {
+  const Checks check(device(), residual != nullptr ? "rmsnorm_backward_add" : "rmsnorm_backward");
   int64_t rows = 0, channels = 0;
   check_norm(check, x, weight, nullptr, {&rstd}, &rows, &channels);
   check_like_x(check, dx, x, "dx");
   check_like_x(check, dy, x, "dy");
+  if (residual != nullptr) check_like_x(check, *residual, x, "residual");
   check.contiguous(dweight, "dweight")
       .same_shape(dweight, weight, "dweight", "weight")
       .grad_dtype(dweight, x.dtype(), "dweight");
@@ -636,7 +667,8 @@ void CudaBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy
   cuda::launch_rmsnorm_backward(dx.raw_data(), dweight.raw_data(), dy.raw_data(), x.raw_data(),
                                 weight.raw_data(), static_cast<const float*>(rstd.raw_data()),
                                 x.dtype(), dweight.dtype(), rows, channels, partials.raw_data(),
-                                current());
+                                current(),
+                                residual != nullptr ? residual->raw_data() : nullptr);
 }
 
 // ---- activations -----------------------------------------------------------------------------

@@ -114,6 +114,12 @@ class CudaBackend final : public Backend {
                        double eps) override;
   void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
                         const Tensor& weight, const Tensor& rstd) override;
+  void layernorm_backward_add(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                              const Tensor& x, const Tensor& weight, const Tensor& mean,
+                              const Tensor& rstd, const Tensor& residual) override;
+  void rmsnorm_backward_add(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                            const Tensor& weight, const Tensor& rstd,
+                            const Tensor& residual) override;
   void gelu_forward(Tensor& y, const Tensor& x) override;
   void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) override;
   void swiglu_forward(Tensor& y, const Tensor& gate_up) override;
@@ -159,6 +165,12 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t current() const { return stream(current_stream()); }
+  // The norm backwards with an optional residual added to dx (the *_backward_add ops).
+  void layernorm_backward_with(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                               const Tensor& x, const Tensor& weight, const Tensor& mean,
+                               const Tensor& rstd, const Tensor* residual);
+  void rmsnorm_backward_with(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                             const Tensor& weight, const Tensor& rstd, const Tensor* residual);
   // Device scratch for one op, freed when the returned tensor goes (stream order keeps it safe).
   Tensor scratch(size_t bytes);
   // Enqueues the copy of the kernels' error slot to its host mirror on `stream`.

@@ -111,17 +111,20 @@ void launch_layernorm_forward(void* y, float* mean, float* rstd, const void* x, 
                               float eps, cudaStream_t stream, void* sum = nullptr,
                               const void* residual = nullptr);
 // dweight/dbias are `grad_dtype`: `dtype` or, for 16-bit inputs, f32 (dispatch_grad).
+// With `residual` (dx's shape and dtype, not dx's buffer): dx = the norm's dx rounded to dtype,
+// + residual, rounded again - add()'s arithmetic, in the same pass (Backend::*_backward_add).
 void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void* dy, const void* x,
                                const void* weight, const float* mean, const float* rstd,
                                DType dtype, DType grad_dtype, int64_t rows, int64_t channels,
-                               void* scratch, cudaStream_t stream);
+                               void* scratch, cudaStream_t stream,
+                               const void* residual = nullptr);
 void launch_rmsnorm_forward(void* y, float* rstd, const void* x, const void* weight, DType dtype,
                             int64_t rows, int64_t channels, float eps, cudaStream_t stream,
                             void* sum = nullptr, const void* residual = nullptr);
 void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void* x,
                              const void* weight, const float* rstd, DType dtype,
                              DType grad_dtype, int64_t rows, int64_t channels, void* scratch,
-                             cudaStream_t stream);
+                             cudaStream_t stream, const void* residual = nullptr);
 
 // ---- activations (cuda_activations.cu) ---------------------------------------------------------
 void launch_gelu_forward(void* y, const void* x, DType dtype, int64_t n, cudaStream_t stream);

@@ -7,6 +7,7 @@
 //   - Vector rows past that, up to kNormBackwardMaxVectors: the partials kernel on vectors
 //     (blocks of norm_row_block(rows) rows), then the warp-per-row dx.
 //   - Any other rows: the block-per-row dx and the partials a thread per channel.
+// With a residual, every path adds it to dx as add() would, after rounding dx (one more read).
 // The launches live in this .cu file (the CUDA simulator rewrites <<<>>> in .cu files only).
 #include "backend/cuda/cuda_layernorm_rows.cuh"
 #include "backend/cuda/cuda_rmsnorm_rows.cuh"
@@ -25,7 +26,8 @@ template <typename Norm>
 void launch_norm_backward(const char* op, void* dx, void* dweight, void* dbias, const void* dy,
                           const void* x, const void* weight, const float* mean,
                           const float* rstd, DType dtype, DType grad_dtype, int64_t rows,
-                          int64_t channels, void* scratch, cudaStream_t stream) {
+                          int64_t channels, void* scratch, cudaStream_t stream,
+                          const void* residual) {
   if (rows == 0 || channels == 0) return;
   auto* partial_w = static_cast<float*>(scratch);
   float* partial_b =
@@ -35,9 +37,10 @@ void launch_norm_backward(const char* op, void* dx, void* dweight, void* dbias, 
     auto* tdx = static_cast<T*>(dx);
     const auto *tdy = static_cast<const T*>(dy), *tx = static_cast<const T*>(x);
     const auto* tw = static_cast<const T*>(weight);
+    const auto* tres = static_cast<const T*>(residual);
     constexpr int kFusedMax = norm_fused_max_vectors<Norm, T>();
     const int vectors = norm_vectors_per_lane<T>(channels, kNormBackwardMaxVectors,
-                                                 {dx, dy, x, weight});
+                                                 {dx, dy, x, weight, residual});
     const int64_t row_block = norm_fused_row_block(rows);
     int64_t partial_rows = 0;
     if (vectors > 0 && vectors <= kFusedMax) {
@@ -45,7 +48,8 @@ void launch_norm_backward(const char* op, void* dx, void* dweight, void* dbias, 
       dispatch_norm_vectors<kFusedMax>(vectors, [&](auto per_lane) {
         norm_backward_rows_kernel<Norm, T, decltype(per_lane)::value, true>
             <<<norm_fused_grid(rows), kNormRowThreads, 0, stream>>>(
-                tdx, partial_w, partial_b, tdy, tx, tw, mean, rstd, rows, channels, row_block);
+                tdx, partial_w, partial_b, tdy, tx, tw, mean, rstd, rows, channels, row_block,
+                tres);
       });
     } else {
       // The partials read dy first: dx may be dy's buffer.
@@ -65,12 +69,13 @@ void launch_norm_backward(const char* op, void* dx, void* dweight, void* dbias, 
           if constexpr (decltype(per_lane)::value > kFusedMax) {
             norm_backward_rows_kernel<Norm, T, decltype(per_lane)::value, false>
                 <<<norm_fused_grid(rows), kNormRowThreads, 0, stream>>>(
-                    tdx, nullptr, nullptr, tdy, tx, tw, mean, rstd, rows, channels, row_block);
+                    tdx, nullptr, nullptr, tdy, tx, tw, mean, rstd, rows, channels, row_block,
+                    tres);
           }
         });
       } else {
         norm_dx_kernel<Norm, T><<<norm_row_grid(rows), kNormThreads, 0, stream>>>(
-            tdx, tdy, tx, tw, mean, rstd, rows, channels);
+            tdx, tdy, tx, tw, mean, rstd, rows, channels, tres);
       }
     }
     ZERO_CUDA_CHECK_LAUNCH();
@@ -98,19 +103,19 @@ size_t norm_backward_scratch_bytes(int64_t rows, int64_t channels, bool with_bia
 void launch_layernorm_backward(void* dx, void* dweight, void* dbias, const void* dy, const void* x,
                                const void* weight, const float* mean, const float* rstd,
                                DType dtype, DType grad_dtype, int64_t rows, int64_t channels,
-                               void* scratch, cudaStream_t stream) {
+                               void* scratch, cudaStream_t stream, const void* residual) {
   launch_norm_backward<LayerNormMath>("layernorm_backward", dx, dweight, dbias, dy, x, weight,
                                       mean, rstd, dtype, grad_dtype, rows, channels, scratch,
-                                      stream);
+                                      stream, residual);
 }
 
 void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void* x,
                              const void* weight, const float* rstd, DType dtype,
                              DType grad_dtype, int64_t rows, int64_t channels, void* scratch,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, const void* residual) {
   launch_norm_backward<RmsNormMath>("rmsnorm_backward", dx, dweight, nullptr, dy, x, weight,
                                     nullptr, rstd, dtype, grad_dtype, rows, channels, scratch,
-                                    stream);
+                                    stream, residual);
 }
 
 }  // namespace zero::backend::cuda

@@ -113,7 +113,8 @@ __global__ void norm_forward_kernel(T* y, float* mean_out, float* rstd_out, cons
 
 template <typename Norm, typename T>
 __global__ void norm_dx_kernel(T* dx, const T* dy, const T* x, const T* weight, const float* mean,
-                               const float* rstd, int64_t rows, int64_t channels) {
+                               const float* rstd, int64_t rows, int64_t channels,
+                               const T* residual) {
   __shared__ float shared[kWarp];
   norm_poison_shared(shared);
   constexpr int kSums = Norm::kDxSums;
@@ -134,9 +135,12 @@ __global__ void norm_dx_kernel(T* dx, const T* dy, const T* x, const T* weight, 
       means[n] = block_sum(sums[n], shared) / static_cast<float>(channels);
     }
     T* out = dx + r * channels;
+    const T* res = residual != nullptr ? residual + r * channels : nullptr;
     for (int64_t i = threadIdx.x; i < channels; i += blockDim.x) {
       store_f32(out, i,
                 Norm::dx(load_f32(row, i), load_f32(g, i), load_f32(weight, i), stats, means));
+      // With a residual, add()'s arithmetic on dx as stored (this thread wrote it).
+      if (res != nullptr) store_f32(out, i, load_f32(out, i) + load_f32(res, i));
     }
   }
 }

@@ -104,7 +104,8 @@ template <typename Norm, typename T, int kVectors, bool kPartials>
 __global__ void __launch_bounds__(kNormRowThreads)
     norm_backward_rows_kernel(T* dx, float* partial_w, float* partial_b, const T* dy, const T* x,
                               const T* weight, const float* mean, const float* rstd,
-                              int64_t rows, int64_t channels, int64_t row_block) {
+                              int64_t rows, int64_t channels, int64_t row_block,
+                              const T* residual) {
   constexpr int kLanes = kNormLanes<T>;
   constexpr int kSums = Norm::kDxSums;
   constexpr int kSlots = kPartials ? kNormPartials<Norm> : 1;
@@ -145,6 +146,7 @@ __global__ void __launch_bounds__(kNormRowThreads)
 #pragma unroll
     for (int n = 0; n < kSums; ++n) means[n] = warp_sum(sums[n]) / static_cast<float>(channels);
     uint4* out = norm_vectors(dx, r, vectors);
+    const uint4* res = residual != nullptr ? norm_vectors(residual, r, vectors) : nullptr;
     for_each_row_vector<kVectors>(vectors, lane, [&](int j, int64_t i) {
       const uint4 wv = __ldg(w + i);
       uint4 o = make_uint4(0, 0, 0, 0);
@@ -153,6 +155,13 @@ __global__ void __launch_bounds__(kNormRowThreads)
         const float xk = vector_lane<T>(xv[j], k), gk = vector_lane<T>(gv[j], k);
         set_vector_lane<T>(o, k, Norm::dx(xk, gk, vector_lane<T>(wv, k), stats, means));
         if constexpr (kPartials) Norm::partial_terms(acc[j][k], gk, xk, stats);
+      }
+      if (res != nullptr) {  // add(dx, residual): dx as stored + residual, rounded again
+        const uint4 rv = res[i];
+#pragma unroll
+        for (int k = 0; k < kLanes; ++k) {
+          set_vector_lane<T>(o, k, vector_lane<T>(o, k) + vector_lane<T>(rv, k));
+        }
       }
       out[i] = o;
     });

@@ -222,6 +222,22 @@ void ProfilingBackend::add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd,
         [&] { inner_->add_rmsnorm_forward(sum, y, rstd, a, b, weight, eps); });
 }
 
+void ProfilingBackend::layernorm_backward_add(Tensor& dx, Tensor& dweight, Tensor* dbias,
+                                              const Tensor& dy, const Tensor& x,
+                                              const Tensor& weight, const Tensor& mean,
+                                              const Tensor& rstd, const Tensor& residual) {
+  timed("layernorm_backward_add", [&] { return elementwise(shapes({{"x", &x}}), x); }, [&] {
+    inner_->layernorm_backward_add(dx, dweight, dbias, dy, x, weight, mean, rstd, residual);
+  });
+}
+
+void ProfilingBackend::rmsnorm_backward_add(Tensor& dx, Tensor& dweight, const Tensor& dy,
+                                            const Tensor& x, const Tensor& weight,
+                                            const Tensor& rstd, const Tensor& residual) {
+  timed("rmsnorm_backward_add", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->rmsnorm_backward_add(dx, dweight, dy, x, weight, rstd, residual); });
+}
+
 void ProfilingBackend::gelu_forward(Tensor& y, const Tensor& x) {
   timed("gelu_forward", [&] { return elementwise(shapes({{"x", &x}}), x); },
         [&] { inner_->gelu_forward(y, x); });

@@ -89,6 +89,12 @@ class ProfilingBackend final : public Backend {
                              double eps) override;
   void add_rmsnorm_forward(Tensor& sum, Tensor& y, Tensor& rstd, const Tensor& a, const Tensor& b,
                            const Tensor& weight, double eps) override;
+  void layernorm_backward_add(Tensor& dx, Tensor& dweight, Tensor* dbias, const Tensor& dy,
+                              const Tensor& x, const Tensor& weight, const Tensor& mean,
+                              const Tensor& rstd, const Tensor& residual) override;
+  void rmsnorm_backward_add(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
+                            const Tensor& weight, const Tensor& rstd,
+                            const Tensor& residual) override;
   void gelu_forward(Tensor& y, const Tensor& x) override;
   void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) override;
   void swiglu_forward(Tensor& y, const Tensor& gate_up) override;
