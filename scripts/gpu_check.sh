@@ -288,8 +288,9 @@ profile_kernels() {
     return 1
   fi
   local kernel
-  for kernel in mma_attention_forward mma_attention_dq mma_attention_dkv layernorm_forward \
-                layernorm_dx; do
+  # (The norms' kernels are templates over the norm's math: norm_*_kernel.)
+  for kernel in mma_attention_forward mma_attention_dq mma_attention_dkv \
+                norm_forward_rows_kernel norm_backward_rows_kernel; do
     echo "== ncu $kernel"
     timeout 60 ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \

@@ -31,6 +31,7 @@ const NormCase kCases[] = {
     {37, 768, 0, "768 channels (vectors), 37 rows: not a multiple of a block's 4 warps"},
     {9, 2048, 0, "2048 channels (vectors)"},
     {5, 8, 0, "8 channels: one 16-bit vector (two f32 vectors) per row"},
+    {8200, 8, 0, "8200 rows: 9 a warp in the one-pass backward (1024 warps at most)"},
     {21, 70, 0, "70 channels: no whole vectors (block per row)"},
     {13, 768, 1, "768 channels one element past the 16-byte boundary (block per row)"},
     // 4104 16-bit channels: 17 vectors per lane, forward in registers, dx over the bound;

@@ -100,7 +100,7 @@ void launch_embedding_backward(void* dtable, DType dtable_dtype, const void* dou
 // ---- normalisation (cuda_layernorm.cu, cuda_rmsnorm.cu) ----------------------------------------
 // Weight (and bias) gradients: per block of rows a partial sum per channel, then the blocks in
 // order into the accumulating gradient: deterministic, no atomics. The blocks are
-// partial_row_block(rows, kNormRowBlock) rows, or 8 (norm_fused_row_block) where the backward
+// partial_row_block(rows, kNormRowBlock) rows, or norm_fused_row_block(rows) where the backward
 // computes dx and the partials in one pass (cuda_norm_backward.cu).
 inline constexpr int64_t kNormRowBlock = 64;
 size_t norm_backward_scratch_bytes(int64_t rows, int64_t channels, bool with_bias);

@@ -67,13 +67,16 @@ __global__ void __launch_bounds__(kNormRowThreads)
   }
 }
 
-// Rows per warp of norm_backward_rows_kernel: at least kNormFusedRowBlock consecutive rows (more
-// only when the warps would outnumber 65535), a function of the row count alone so that a shape
-// always sums its weight gradients in the same order. 8 rows: Llama 1B's 8192 rows give 1024
-// warps (8 an SM on 132 SMs), GPT-2's 16384 rows 2048, each writing one partial row.
+// Rows per warp of norm_backward_rows_kernel: kNormFusedRowBlock consecutive rows, or more so that
+// the grid keeps to about kNormFusedWarps warps - one wave of 256 blocks on an H100 or H200 at
+// 2 or more blocks an SM (GPT-2's 16384 rows: 16 a warp; Llama 1B's 8192: 8) - a function of the
+// row count alone, so that a shape always sums its weight gradients in the same order. Each warp
+// writes one partial row.
 inline constexpr int64_t kNormFusedRowBlock = 8;
+inline constexpr int64_t kNormFusedWarps = 1024;
 inline int64_t norm_fused_row_block(int64_t rows) {
-  return partial_row_block(rows, kNormFusedRowBlock);
+  const int64_t spread = (rows + kNormFusedWarps - 1) / kNormFusedWarps;
+  return spread > kNormFusedRowBlock ? spread : kNormFusedRowBlock;
 }
 inline int64_t norm_fused_partial_rows(int64_t rows) {
   const int64_t block = norm_fused_row_block(rows);
