@@ -6,8 +6,8 @@
 //   - The backward's v2 dK/dV kernels multiply the same fragments in the same order per output
 //     element as v1 and skip only terms that are exact zeros: the same bytes, so any difference
 //     is a bug (a fragment, mask or skip mistake), not rounding.
-//   - The backward's v3 runs v1's dK/dV kernel (the same dK and dV bytes) storing dS, and dQ
-//     from it: within a few roundings of v1's dQ.
+//   - ZERO_CUDA_ATTENTION_DQ=stored-ds: each dK/dV kernel (the same dK and dV bytes) stores dS
+//     and dQ runs from it: within a few roundings of v1's dQ.
 // Shapes: GQA and MQA, sliding windows that cut across 64- and 128-key blocks, sequence lengths
 // that are no multiple of 64, head dims 64 and 128, bf16 and f16.
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@ namespace zero::backend::cuda_test {
 namespace {
 
 using cuda::AttentionBackwardKernels;
+using cuda::AttentionDqSource;
 using cuda::AttentionForwardKernels;
 
 struct VariantCase {
@@ -45,16 +46,18 @@ struct KernelChoiceReset {
   ~KernelChoiceReset() {
     cuda::set_attention_forward_kernels(std::nullopt);
     cuda::set_attention_backward_kernels(std::nullopt);
+    cuda::set_attention_dq_source(std::nullopt);
   }
 };
 
 class CudaAttentionVariants : public CudaTest {};
 
-TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1AndV3CloseToThem) {
+TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1AndTheStoredDsPathClose) {
   const KernelChoiceReset reset;
-  // An override, so that this test's forwards leave the environment unread (the environment
-  // tests below read it first when the whole binary runs in one process).
+  // Overrides, so that this test's calls leave the environment unread (the environment tests
+  // below read it first when the whole binary runs in one process).
   cuda::set_attention_forward_kernels(AttentionForwardKernels::kV1);
+  cuda::set_attention_dq_source(AttentionDqSource::kRecompute);
   const VariantCase cases[] = {
       {1, 37, 2, 1, 64, 0},     // one partial tile, GQA
       {2, 130, 4, 2, 64, 0},    // three 64-key blocks, two 128-key blocks
@@ -106,13 +109,11 @@ TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1AndV3CloseToThem) {
         EXPECT_EQ(backward_bytes(kernels), v1)
             << what << ", choice " << static_cast<int>(kernels) << ": dq/dk/dv differ from v1";
       }
-      // v3: v1's dK/dV kernel (same bytes) storing dS, then dQ from it. Its dS is computed
-      // transposed (K Q^T): equal bits where the tensor cores add a product and its transpose
-      // alike (the simulator does), otherwise a last-bit difference in some dS entries, so dQ
-      // within a few 16-bit roundings of v1's - a wrong fragment, tile or mask is off by O(1).
-      backward_bytes(AttentionBackwardKernels::kV3StoredDs);
-      const std::vector<double> v3_values = download(gpu(), dfused);
-      ASSERT_EQ(v3_values.size(), v1_values.size());
+      // dQ from the stored dS, after each dK/dV kernel: dK and dV keep v1's bytes. dS is
+      // computed transposed (K Q^T): equal bits where the tensor cores add a product and its
+      // transpose alike (the simulator does), otherwise a last-bit difference in some dS
+      // entries, so dQ within a few 16-bit roundings of v1's - a wrong fragment, tile or mask
+      // is off by O(1).
       double dq_rms = 0.0;
       for (size_t e = 0; e < v1_values.size(); ++e) {
         if (static_cast<int64_t>(e / c.head_dim % width) < c.heads) {
@@ -120,18 +121,30 @@ TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1AndV3CloseToThem) {
         }
       }
       dq_rms = std::sqrt(dq_rms / static_cast<double>(c.batch * c.seq * c.heads * c.head_dim));
-      int64_t dq_off = 0, dkv_off = 0;
-      for (size_t e = 0; e < v1_values.size(); ++e) {
-        const bool in_dq = static_cast<int64_t>(e / c.head_dim % width) < c.heads;
-        const double diff = std::abs(v3_values[e] - v1_values[e]);
-        if (in_dq) {
-          if (!(diff <= 1.0 / 64 * (std::abs(v1_values[e]) + dq_rms))) ++dq_off;
-        } else if (!(diff == 0.0)) {
-          ++dkv_off;
+      cuda::set_attention_dq_source(AttentionDqSource::kStoredDs);
+      // v1 last: its run leaves complete tiles in the scratch the next call's allocation may
+      // reuse, which would hide a kernel that misses some (fresh device memory is poisoned).
+      for (AttentionBackwardKernels kernels : {variants[2], variants[1], variants[0],
+                                               AttentionBackwardKernels::kV1}) {
+        backward_bytes(kernels);
+        const std::vector<double> stored = download(gpu(), dfused);
+        ASSERT_EQ(stored.size(), v1_values.size());
+        int64_t dq_off = 0, dkv_off = 0;
+        for (size_t e = 0; e < v1_values.size(); ++e) {
+          const bool in_dq = static_cast<int64_t>(e / c.head_dim % width) < c.heads;
+          const double diff = std::abs(stored[e] - v1_values[e]);
+          if (in_dq) {
+            if (!(diff <= 1.0 / 64 * (std::abs(v1_values[e]) + dq_rms))) ++dq_off;
+          } else if (!(diff == 0.0)) {
+            ++dkv_off;
+          }
         }
+        EXPECT_EQ(dq_off, 0) << what << ", dK/dV choice " << static_cast<int>(kernels)
+                             << ": dq from the stored dS is off v1's by more than roundings";
+        EXPECT_EQ(dkv_off, 0) << what << ", dK/dV choice " << static_cast<int>(kernels)
+                              << ": dk/dv differ from v1's when storing dS";
       }
-      EXPECT_EQ(dq_off, 0) << what << ": v3's dq is off v1's by more than a few roundings";
-      EXPECT_EQ(dkv_off, 0) << what << ": v3's dk/dv differ from v1's";
+      cuda::set_attention_dq_source(AttentionDqSource::kRecompute);
     }
   }
 }
@@ -207,6 +220,33 @@ TEST_F(CudaAttentionVariants, EnvironmentNamesTheChoiceAndRejectsOthers) {
     setenv("ZERO_CUDA_ATTENTION_BWD", saved->c_str(), 1);
   } else {
     unsetenv("ZERO_CUDA_ATTENTION_BWD");
+  }
+}
+
+TEST_F(CudaAttentionVariants, EnvironmentNamesTheDqSourceAndRejectsOthers) {
+  cuda::set_attention_dq_source(std::nullopt);
+  const char* before = std::getenv("ZERO_CUDA_ATTENTION_DQ");
+  const std::optional<std::string> saved =
+      before != nullptr ? std::optional<std::string>(before) : std::nullopt;
+  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_DQ", "stored", 1), 0);
+  try {
+    cuda::attention_dq_source();
+    ADD_FAILURE() << "ZERO_CUDA_ATTENTION_DQ=stored was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("ZERO_CUDA_ATTENTION_DQ=stored"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("recompute, stored-ds"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_DQ", "stored-ds", 1), 0);
+  EXPECT_EQ(cuda::attention_dq_source(), AttentionDqSource::kStoredDs);
+  cuda::set_attention_dq_source(AttentionDqSource::kRecompute);
+  EXPECT_EQ(cuda::attention_dq_source(), AttentionDqSource::kRecompute);
+  cuda::set_attention_dq_source(std::nullopt);
+  EXPECT_EQ(cuda::attention_dq_source(), AttentionDqSource::kStoredDs);
+  if (saved) {
+    setenv("ZERO_CUDA_ATTENTION_DQ", saved->c_str(), 1);
+  } else {
+    unsetenv("ZERO_CUDA_ATTENTION_DQ");
   }
 }
 

@@ -32,6 +32,7 @@ Kernels parse_choice(const char* variable,
 // -1: no override; otherwise the enum's value.
 std::atomic<int> forward_override{-1};
 std::atomic<int> backward_override{-1};
+std::atomic<int> dq_source_override{-1};
 
 }  // namespace
 
@@ -51,8 +52,16 @@ AttentionBackwardKernels attention_backward_kernels() {
       "ZERO_CUDA_ATTENTION_BWD", {{"v1", AttentionBackwardKernels::kV1},
                                   {"v2", AttentionBackwardKernels::kV2},
                                   {"v2-hoist", AttentionBackwardKernels::kV2Hoisted},
-                                  {"v2-w8", AttentionBackwardKernels::kV2EightWarps},
-                                  {"v3", AttentionBackwardKernels::kV3StoredDs}});
+                                  {"v2-w8", AttentionBackwardKernels::kV2EightWarps}});
+  return from_environment;
+}
+
+AttentionDqSource attention_dq_source() {
+  const int chosen = dq_source_override.load();
+  if (chosen >= 0) return static_cast<AttentionDqSource>(chosen);
+  static const AttentionDqSource from_environment = parse_choice<AttentionDqSource>(
+      "ZERO_CUDA_ATTENTION_DQ",
+      {{"recompute", AttentionDqSource::kRecompute}, {"stored-ds", AttentionDqSource::kStoredDs}});
   return from_environment;
 }
 
@@ -62,6 +71,10 @@ void set_attention_forward_kernels(std::optional<AttentionForwardKernels> kernel
 
 void set_attention_backward_kernels(std::optional<AttentionBackwardKernels> kernels) {
   backward_override.store(kernels ? static_cast<int>(*kernels) : -1);
+}
+
+void set_attention_dq_source(std::optional<AttentionDqSource> source) {
+  dq_source_override.store(source ? static_cast<int>(*source) : -1);
 }
 
 }  // namespace zero::backend::cuda

@@ -24,25 +24,33 @@ enum class AttentionBackwardKernels {
   kV2,            // 4 warps, 32 queries per part
   kV2Hoisted,     // 4 warps, K and V fragments in registers (D = 128: K, 16 queries a part)
   kV2EightWarps,  // 8 warps (128 keys a block), 32 queries per part
-  // v1's dK/dV kernel also stores its dS (bf16/f16, as rounded for its products) to a scratch
-  // of attention_backward_ds_bytes, and dQ = dS K runs from it after: no second recompute of
-  // S = Q K^T and dP = dO V^T (5 products of 64 x 64 x D a tile pair, not 7), for 2 bytes a
-  // visible (query, key) pair written and read. dK and dV are v1's bytes; dQ sums the same
-  // products in the same order, from dS computed transposed (bit-identical where the tensor
-  // cores add a product and its transpose alike, as the simulator does).
-  kV3StoredDs,
+};
+
+// Where the backward's dQ kernel gets dS = P (dP - delta) from.
+enum class AttentionDqSource {
+  kRecompute,  // it recomputes S = Q K^T and dP = dO V^T (the default)
+  // The dK/dV kernel (whichever ZERO_CUDA_ATTENTION_BWD picks) also stores its dS (bf16/f16, as
+  // rounded for its dK product) to a scratch of attention_backward_ds_bytes, and dQ = dS K runs
+  // from it after (mma_attention_dq_from_ds): 5 products of 64 x 64 x D a tile pair instead of 7,
+  // for 2 bytes a pair written and read. dK and dV keep their bytes; dQ sums the same products
+  // in the same order from dS computed transposed (bit-identical where the tensor cores add a
+  // product and its transpose alike, as the simulator does).
+  kStoredDs,
 };
 
 // The choices in effect: the one the setter gave, else the environment's, read once on the first
 // call (any value not listed throws ConfigError naming the variable and the values it takes):
 //   ZERO_CUDA_ATTENTION_FWD: "v1" or unset: kV1, "v2": kV2TwoRowTiles;
 //   ZERO_CUDA_ATTENTION_BWD: "v1" or unset: kV1, "v2": kV2, "v2-hoist": kV2Hoisted,
-//                            "v2-w8": kV2EightWarps, "v3": kV3StoredDs.
+//                            "v2-w8": kV2EightWarps;
+//   ZERO_CUDA_ATTENTION_DQ: "recompute" or unset: kRecompute, "stored-ds": kStoredDs.
 AttentionForwardKernels attention_forward_kernels();
 AttentionBackwardKernels attention_backward_kernels();
+AttentionDqSource attention_dq_source();
 
 // Override the environment's choice (std::nullopt: back to it). For tests.
 void set_attention_forward_kernels(std::optional<AttentionForwardKernels> kernels);
 void set_attention_backward_kernels(std::optional<AttentionBackwardKernels> kernels);
+void set_attention_dq_source(std::optional<AttentionDqSource> source);
 
 }  // namespace zero::backend::cuda

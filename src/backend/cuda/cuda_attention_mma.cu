@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dQ from the stored dS (ZERO_CUDA_ATTENTION_BWD=v3, after mma_attention_dkv stored it): dQ =
+// dQ from the stored dS (ZERO_CUDA_ATTENTION_DQ=stored-ds, after the dK/dV kernel stored it): dQ =
 // scale dS K, the products of mma_attention_dq in its order (key tiles ascending, 16 keys a
 // chunk) without recomputing S and dP. grid: (B * H, query blocks, heaviest first); each warp 16
 // query rows. The dS^T tile (key rows) gives dS's A fragments through ldmatrix.trans.
@@ -509,7 +509,7 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t d2 = pack_rounded<kBf16>(dpt[1][0], dpt[1][1]);
       const uint32_t d3 = pack_rounded<kBf16>(dpt[1][2], dpt[1][3]);
       chunk_times_tile<D, kBf16>(dk_acc, d0, d1, d2, d3, qs, part * 16, lane);
-      if (p.ds != nullptr) {  // v3: the rounded dS^T, for the dQ kernel
+      if (p.ds != nullptr) {  // the rounded dS^T, for mma_attention_dq_from_ds
         // This step's tile; key rows warp * 16 + group (+ 8), query columns 2 tig (+ 1).
         const int64_t slice = b * p.heads + g * group_heads + step / q_tiles;
         uint16_t* ds_rows = ds_tile(p, slice, q0 / kRows, k0 / kRows) +
@@ -618,7 +618,7 @@ void launch_attention_forward_mma(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 size_t attention_backward_ds_bytes(const AttentionArgs& a) {
-  if (attention_backward_kernels() != AttentionBackwardKernels::kV3StoredDs) return 0;
+  if (attention_dq_source() != AttentionDqSource::kStoredDs) return 0;
   if (!mma_attention_supported(a, true)) return 0;
   return sizeof(uint16_t) * static_cast<size_t>(a.batch * a.heads * ds_tiles_per_slice(a.seq) *
                                                 kRows * kRows);
@@ -646,11 +646,18 @@ void launch_dkv_v1(const AttentionArgs& a, const MmaParams& p, cudaStream_t stre
 
 void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) {
   const AttentionBackwardKernels kernels = attention_backward_kernels();
-  if (kernels == AttentionBackwardKernels::kV3StoredDs) {
-    ZERO_CHECK(a.ds != nullptr, "the v3 attention backward needs its dS scratch "
+  const bool v2 = kernels != AttentionBackwardKernels::kV1;
+  if (attention_dq_source() == AttentionDqSource::kStoredDs) {
+    ZERO_CHECK(a.ds != nullptr, "the attention backward from a stored dS needs its scratch "
                                     << "(attention_backward_ds_bytes)");
     const MmaParams p = params_of(a);
-    launch_dkv_v1(a, p, stream);  // stores dS, which the dQ kernel then reads
+    // The dK/dV kernel stores dS, which the dQ kernel then reads.
+    if (v2) {
+      launch_dkv_v2(kernels, a, p, stream);
+      ZERO_CUDA_CHECK_LAUNCH();
+    } else {
+      launch_dkv_v1(a, p, stream);
+    }
     dispatch_mma(a, [&]<int D, bool kBf16>() {
       const int64_t blocks = (a.seq + kRows - 1) / kRows;
       // Two buffers of a dS^T tile and a K tile.
@@ -664,8 +671,7 @@ void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) 
     return;
   }
   MmaParams p = params_of(a);
-  p.ds = nullptr;  // only v3 stores dS
-  const bool v2 = kernels != AttentionBackwardKernels::kV1;
+  p.ds = nullptr;  // dS is stored only for mma_attention_dq_from_ds
   const bool v2_dq = v2 && launch_dq_v2(kernels, a, p, stream);
   dispatch_mma(a, [&]<int D, bool kBf16>() {
     if (v2_dq) return;

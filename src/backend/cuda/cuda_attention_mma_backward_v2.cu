@@ -84,7 +84,10 @@ __device__ __forceinline__ void load_row_fragments(uint32_t (&af)[kHoisted ? D /
 }
 
 // grid: (B * KVH, key blocks of 16 W keys, heaviest first).
-template <int D, int W, int kPart, bool kHoistK, bool kHoistV, int kMinBlocks, bool kBf16>
+// kStoreDs: also store dS for mma_attention_dq_from_ds (p.ds; ZERO_CUDA_ATTENTION_DQ=stored-ds),
+// in instantiations of its own - the stores' registers made the others spill.
+template <int D, int W, int kPart, bool kHoistK, bool kHoistV, int kMinBlocks, bool kStoreDs,
+          bool kBf16>
 __global__ void __launch_bounds__(W * kWarp, kMinBlocks)
     mma_attention_dkv_v2(const uint16_t* q, const uint16_t* k, const uint16_t* v,
                          const uint16_t* dout, uint16_t* dk, uint16_t* dv, MmaParams p) {
@@ -153,6 +156,21 @@ __global__ void __launch_bounds__(W * kWarp, kMinBlocks)
                       (p.window == 0 || q0 - warp_k1 < p.window);
     const bool unmasked = q0 + kRows <= p.seq && warp_k1 < p.seq && warp_k1 <= q0 &&
                           (p.window == 0 || q0 + kRows - 1 - warp_k0 < p.window);
+    // The stored dS (ZERO_CUDA_ATTENTION_DQ=stored-ds): this warp's 16 key rows of the tile at
+    // (query tile q0 / kRows, key tile warp_k0 / kRows) - in the lower triangle whenever the
+    // warp sees any query - every element written, zeros where it sees none (the scratch is not
+    // initialised, and the dQ kernel reads whole tiles).
+    int64_t ds_slice = 0;
+    if constexpr (kStoreDs) {
+      ds_slice = b * p.heads + g * group_heads + step / q_tiles;
+      if (!seen && warp_k0 / kRows <= q0 / kRows) {
+        uint16_t* tile =
+            ds_tile(p, ds_slice, q0 / kRows, warp_k0 / kRows) + (warp_k0 % kRows) * kRows;
+        for (int e = lane; e < 16 * kRows / 8; e += kWarp) {
+          *reinterpret_cast<uint4*>(tile + e * 8) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
 #pragma unroll 1
     for (int part = 0; part < kRows / kPart && seen; ++part) {
       const int64_t part_q0 = q0 + part * kPart;  // queries part_q0 .. + kPart - 1
@@ -213,6 +231,16 @@ __global__ void __launch_bounds__(W * kWarp, kMinBlocks)
         const uint32_t d2 = pack_rounded<kBf16>(dpt[2 * c + 1][0], dpt[2 * c + 1][1]);
         const uint32_t d3 = pack_rounded<kBf16>(dpt[2 * c + 1][2], dpt[2 * c + 1][3]);
         chunk_times_tile<D, kBf16>(dk_acc, d0, d1, d2, d3, qs, row0, lane);
+        if constexpr (kStoreDs) {  // the rounded dS^T, for mma_attention_dq_from_ds
+          uint16_t* ds_rows = ds_tile(p, ds_slice, q0 / kRows, warp_k0 / kRows) +
+                              (warp_k0 % kRows + group) * kRows + row0 + tig * 2;
+          uint32_t* row_a = reinterpret_cast<uint32_t*>(ds_rows);
+          uint32_t* row_b = reinterpret_cast<uint32_t*>(ds_rows + 8 * kRows);
+          row_a[0] = d0;  // queries row0 + 2 tig, + 1
+          row_b[0] = d1;
+          row_a[4] = d2;  // queries row0 + 8 + 2 tig, + 1
+          row_b[4] = d3;
+        }
       }
     }
     __syncthreads();  // this buffer is refilled by the next step's prefetch
@@ -350,22 +378,33 @@ __global__ void __launch_bounds__(W * kWarp, kMinBlocks)
   }
 }
 
-// One dK/dV configuration: W warps, kPart queries a part, hoisted fragments, the blocks per SM
-// the registers must allow (ptxas -v in mma_attention_dkv_v2's comment).
-template <int D, int W, int kPart, bool kHoistK, bool kHoistV, int kMinBlocks, bool kBf16>
-void launch_dkv_config(const AttentionArgs& a, const MmaParams& p, cudaStream_t stream) {
+// One dK/dV kernel instance: W warps, kPart queries a part, hoisted fragments, the blocks per SM
+// the registers must allow (ptxas -v in mma_attention_dkv_v2's comment), dS stored or not.
+template <int D, int W, int kPart, bool kHoistK, bool kHoistV, int kMinBlocks, bool kStoreDs,
+          bool kBf16>
+void launch_dkv_instance(const AttentionArgs& a, const MmaParams& p, cudaStream_t stream) {
   constexpr int kKeys = 16 * W;
   const size_t shared = sizeof(uint16_t) * (2 * kKeys + 4 * kRows) * (D + kPad) +
                         4 * sizeof(float) * kRows;  // K, V, two Q/dO buffers, lse/delta
   const dim3 grid = heaviest_first_grid((a.seq + kKeys - 1) / kKeys, a.batch * a.kv_heads);
-  allow_shared<mma_attention_dkv_v2<D, W, kPart, kHoistK, kHoistV, kMinBlocks, kBf16>>(shared);
-  mma_attention_dkv_v2<D, W, kPart, kHoistK, kHoistV, kMinBlocks, kBf16>
+  allow_shared<mma_attention_dkv_v2<D, W, kPart, kHoistK, kHoistV, kMinBlocks, kStoreDs, kBf16>>(
+      shared);
+  mma_attention_dkv_v2<D, W, kPart, kHoistK, kHoistV, kMinBlocks, kStoreDs, kBf16>
       <<<grid, W * kWarp, shared, stream>>>(
           static_cast<const uint16_t*>(a.q), static_cast<const uint16_t*>(a.k),
           static_cast<const uint16_t*>(a.v), static_cast<const uint16_t*>(a.dout),
           static_cast<uint16_t*>(a.dk), static_cast<uint16_t*>(a.dv), p);
 }
 
+// One dK/dV configuration, storing dS where p.ds is set.
+template <int D, int W, int kPart, bool kHoistK, bool kHoistV, int kMinBlocks, bool kBf16>
+void launch_dkv_config(const AttentionArgs& a, const MmaParams& p, cudaStream_t stream) {
+  if (p.ds != nullptr) {
+    launch_dkv_instance<D, W, kPart, kHoistK, kHoistV, kMinBlocks, true, kBf16>(a, p, stream);
+  } else {
+    launch_dkv_instance<D, W, kPart, kHoistK, kHoistV, kMinBlocks, false, kBf16>(a, p, stream);
+  }
+}
 // One dQ configuration: W warps (16 W query rows a block), hoisted Q/dO fragments, blocks per SM.
 template <int D, int W, bool kHoist, int kMinBlocks, bool kBf16>
 void launch_dq_config(const AttentionArgs& a, const MmaParams& p, cudaStream_t stream) {
@@ -398,8 +437,7 @@ void launch_dkv_v2(AttentionBackwardKernels kernels, const AttentionArgs& a, con
       case AttentionBackwardKernels::kV2EightWarps:  // D = 64: 2 blocks of 8; D = 128: 1
         launch_dkv_config<D, 8, 32, false, false, kD64 ? 2 : 1, kBf16>(a, p, stream);
         break;
-      case AttentionBackwardKernels::kV1:
-      case AttentionBackwardKernels::kV3StoredDs:  // both run v1's kernel (cuda_attention_mma.cu)
+      case AttentionBackwardKernels::kV1:  // v1's kernel (cuda_attention_mma.cu)
         break;
     }
   });

@@ -163,7 +163,7 @@ struct MmaParams {
   uint16_t* ds;         // the backward's dS tiles (ds_tile), or null
 };
 
-// The backward's stored dS (ZERO_CUDA_ATTENTION_BWD=v3): for each batch x head slice, the
+// The backward's stored dS (ZERO_CUDA_ATTENTION_DQ=stored-ds): for each batch x head slice, the
 // [kRows keys][kRows queries] tiles of dS^T (as the dK/dV kernel holds it: key rows) at key tile
 // j and query tile i >= j, in lower-triangle order - query tile i's tiles j = 0..i contiguous,
 // which is the order the dQ kernel reads them in.

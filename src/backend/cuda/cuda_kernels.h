@@ -174,7 +174,7 @@ void launch_attention_backward(const AttentionArgs& args, cudaStream_t stream);
 // applies: bf16/f16, head_dim 64 or 128, every row of every view 16-byte aligned, and the
 // environment does not say ZERO_CUDA_ATTENTION=simple. The backward needs args.delta filled.
 bool mma_attention_supported(const AttentionArgs& args, bool backward);
-// Device scratch the backward needs for dS (ZERO_CUDA_ATTENTION_BWD=v3 on the tensor-core path:
+// Device scratch the backward needs for dS (ZERO_CUDA_ATTENTION_DQ=stored-ds on the tensor cores:
 // 2 bytes for each (query, key) pair of every 64 x 64 tile at or below the diagonal, each head),
 // else 0.
 size_t attention_backward_ds_bytes(const AttentionArgs& args);
