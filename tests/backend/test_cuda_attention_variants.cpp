@@ -196,85 +196,61 @@ TEST_F(CudaAttentionVariants, ForwardV2GivesTheBytesOfV1) {
   }
 }
 
-TEST_F(CudaAttentionVariants, EnvironmentNamesTheChoiceAndRejectsOthers) {
-  // The environment is read once, on the first call without an override: a value that throws is
-  // read again next time (the static's initialisation did not complete), a valid one stays.
-  cuda::set_attention_backward_kernels(std::nullopt);
-  const char* before = std::getenv("ZERO_CUDA_ATTENTION_BWD");
+// One environment choice: `bad` throws a ConfigError naming the variable, its value and the
+// `listed` values; `good` gives `chosen`; an override (`other`) wins over the environment until
+// cleared. The environment is read once, on the first call without an override: a value that
+// throws is read again next time (the static's initialisation did not complete), a valid one
+// stays. Restores the variable however it was.
+template <typename Choice>
+void check_environment_choice(const char* variable, const char* bad, const char* listed,
+                              const char* good, Choice chosen, Choice other,
+                              Choice (*get)(), void (*set)(std::optional<Choice>)) {
+  set(std::nullopt);
+  const char* before = std::getenv(variable);
   const std::optional<std::string> saved =
       before != nullptr ? std::optional<std::string>(before) : std::nullopt;
-  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_BWD", "v4", 1), 0);
+  ASSERT_EQ(setenv(variable, bad, 1), 0);
   try {
-    cuda::attention_backward_kernels();
-    ADD_FAILURE() << "ZERO_CUDA_ATTENTION_BWD=v4 was accepted";
+    get();
+    ADD_FAILURE() << variable << "=" << bad << " was accepted";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("ZERO_CUDA_ATTENTION_BWD"), std::string::npos) << e.what();
+    const std::string message = e.what();
+    EXPECT_NE(message.find(std::string(variable) + "=" + bad), std::string::npos) << message;
+    EXPECT_NE(message.find(listed), std::string::npos) << message;
   }
-  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_BWD", "v2-w8", 1), 0);
-  EXPECT_EQ(cuda::attention_backward_kernels(), AttentionBackwardKernels::kV2EightWarps);
-  cuda::set_attention_backward_kernels(AttentionBackwardKernels::kV1);
-  EXPECT_EQ(cuda::attention_backward_kernels(), AttentionBackwardKernels::kV1);
-  cuda::set_attention_backward_kernels(std::nullopt);
-  EXPECT_EQ(cuda::attention_backward_kernels(), AttentionBackwardKernels::kV2EightWarps);
+  ASSERT_EQ(setenv(variable, good, 1), 0);
+  EXPECT_EQ(get(), chosen);
+  set(other);
+  EXPECT_EQ(get(), other);
+  set(std::nullopt);
+  EXPECT_EQ(get(), chosen);
   if (saved) {
-    setenv("ZERO_CUDA_ATTENTION_BWD", saved->c_str(), 1);
+    setenv(variable, saved->c_str(), 1);
   } else {
-    unsetenv("ZERO_CUDA_ATTENTION_BWD");
+    unsetenv(variable);
   }
+}
+
+TEST_F(CudaAttentionVariants, EnvironmentNamesTheBackwardChoiceAndRejectsOthers) {
+  check_environment_choice("ZERO_CUDA_ATTENTION_BWD", "v4", "v1, v2, v2-hoist, v2-w8", "v2-w8",
+                           AttentionBackwardKernels::kV2EightWarps,
+                           AttentionBackwardKernels::kV1, &cuda::attention_backward_kernels,
+                           &cuda::set_attention_backward_kernels);
 }
 
 TEST_F(CudaAttentionVariants, EnvironmentNamesTheDqSourceAndRejectsOthers) {
-  cuda::set_attention_dq_source(std::nullopt);
-  const char* before = std::getenv("ZERO_CUDA_ATTENTION_DQ");
-  const std::optional<std::string> saved =
-      before != nullptr ? std::optional<std::string>(before) : std::nullopt;
-  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_DQ", "stored", 1), 0);
-  try {
-    cuda::attention_dq_source();
-    ADD_FAILURE() << "ZERO_CUDA_ATTENTION_DQ=stored was accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("ZERO_CUDA_ATTENTION_DQ=stored"), std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("recompute, stored-ds"), std::string::npos) << e.what();
-  }
-  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_DQ", "stored-ds", 1), 0);
-  EXPECT_EQ(cuda::attention_dq_source(), AttentionDqSource::kStoredDs);
-  cuda::set_attention_dq_source(AttentionDqSource::kRecompute);
-  EXPECT_EQ(cuda::attention_dq_source(), AttentionDqSource::kRecompute);
-  cuda::set_attention_dq_source(std::nullopt);
-  EXPECT_EQ(cuda::attention_dq_source(), AttentionDqSource::kStoredDs);
-  if (saved) {
-    setenv("ZERO_CUDA_ATTENTION_DQ", saved->c_str(), 1);
-  } else {
-    unsetenv("ZERO_CUDA_ATTENTION_DQ");
-  }
+  check_environment_choice("ZERO_CUDA_ATTENTION_DQ", "stored", "recompute, stored-ds",
+                           "stored-ds", AttentionDqSource::kStoredDs,
+                           AttentionDqSource::kRecompute, &cuda::attention_dq_source,
+                           &cuda::set_attention_dq_source);
 }
 
 TEST_F(CudaAttentionVariants, EnvironmentNamesTheForwardChoiceAndRejectsOthers) {
-  cuda::set_attention_forward_kernels(std::nullopt);
-  const char* before = std::getenv("ZERO_CUDA_ATTENTION_FWD");
-  const std::optional<std::string> saved =
-      before != nullptr ? std::optional<std::string>(before) : std::nullopt;
-  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_FWD", "v2-hoist", 1), 0);  // a backward-only name
-  try {
-    cuda::attention_forward_kernels();
-    ADD_FAILURE() << "ZERO_CUDA_ATTENTION_FWD=v2-hoist was accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("ZERO_CUDA_ATTENTION_FWD=v2-hoist"), std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("v1, v2"), std::string::npos) << e.what();
-  }
-  ASSERT_EQ(setenv("ZERO_CUDA_ATTENTION_FWD", "v2", 1), 0);
-  EXPECT_EQ(cuda::attention_forward_kernels(), AttentionForwardKernels::kV2TwoRowTiles);
-  cuda::set_attention_forward_kernels(AttentionForwardKernels::kV1);
-  EXPECT_EQ(cuda::attention_forward_kernels(), AttentionForwardKernels::kV1);
-  cuda::set_attention_forward_kernels(std::nullopt);
-  EXPECT_EQ(cuda::attention_forward_kernels(), AttentionForwardKernels::kV2TwoRowTiles);
-  if (saved) {
-    setenv("ZERO_CUDA_ATTENTION_FWD", saved->c_str(), 1);
-  } else {
-    unsetenv("ZERO_CUDA_ATTENTION_FWD");
-  }
+  // v2-hoist: a backward choice, not a forward one.
+  check_environment_choice("ZERO_CUDA_ATTENTION_FWD", "v2-hoist", "v1, v2", "v2",
+                           AttentionForwardKernels::kV2TwoRowTiles, AttentionForwardKernels::kV1,
+                           &cuda::attention_forward_kernels,
+                           &cuda::set_attention_forward_kernels);
 }
 
 // The tensor-core kernels put the row blocks in the grid's y (heaviest first), which holds at

@@ -60,23 +60,34 @@ struct NormOutputs {
   }
 };
 
+// A norm's operands on one backend from seeds seed .. seed + 6: x and a residual in [-2, 2], dy,
+// weight, bias and the start values of their gradients; y and a spare buffer of NaNs; mean and
+// rstd unset.
+struct NormOperands {
+  Tensor x, residual, dy, y, own, weight, bias, dweight, dbias, mean, rstd;
+  NormOperands(Backend& be, const NormCase& c, DType dtype, uint32_t seed) {
+    const int64_t n = c.rows * c.channels;
+    const std::vector<float> nan(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
+    x = rows_tensor(be, random_values(n, seed, -2.0f, 2.0f), c, dtype);
+    residual = rows_tensor(be, random_values(n, seed + 1, -2.0f, 2.0f), c, dtype);
+    dy = rows_tensor(be, random_values(n, seed + 2), c, dtype);
+    y = rows_tensor(be, nan, c, dtype);
+    own = rows_tensor(be, nan, c, dtype);
+    weight = upload(be, random_values(c.channels, seed + 3), {c.channels}, dtype);
+    bias = upload(be, random_values(c.channels, seed + 4), {c.channels}, dtype);
+    dweight = upload(be, random_values(c.channels, seed + 5), {c.channels}, dtype);
+    dbias = upload(be, random_values(c.channels, seed + 6), {c.channels}, dtype);
+    mean = be.empty({c.rows}, DType::kF32, MemoryCategory::kOther);
+    rstd = be.empty({c.rows}, DType::kF32, MemoryCategory::kOther);
+  }
+};
+
 NormOutputs run_norms(Backend& be, const NormCase& c, DType dtype, bool layernorm, bool bias,
                       bool in_place) {
-  const int64_t n = c.rows * c.channels;
-  const std::vector<float> x = random_values(n, 70, -2.0f, 2.0f);
-  const std::vector<float> res = random_values(n, 71, -2.0f, 2.0f);
-  const std::vector<float> dy = random_values(n, 72);
-  const std::vector<float> w = random_values(c.channels, 73), b = random_values(c.channels, 74);
-  const std::vector<float> dw0 = random_values(c.channels, 75);
-  const std::vector<float> db0 = random_values(c.channels, 76);
-  const std::vector<float> nan(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
-  Tensor tx = rows_tensor(be, x, c, dtype), tres = rows_tensor(be, res, c, dtype);
-  Tensor tdy = rows_tensor(be, dy, c, dtype);
-  Tensor y = rows_tensor(be, nan, c, dtype), own = rows_tensor(be, nan, c, dtype);
-  Tensor tw = upload(be, w, {c.channels}, dtype), tb = upload(be, b, {c.channels}, dtype);
-  Tensor dw = upload(be, dw0, {c.channels}, dtype), db = upload(be, db0, {c.channels}, dtype);
-  Tensor mean = be.empty({c.rows}, DType::kF32, MemoryCategory::kOther);
-  Tensor rstd = be.empty({c.rows}, DType::kF32, MemoryCategory::kOther);
+  NormOperands o(be, c, dtype, 70);
+  Tensor &tx = o.x, &tres = o.residual, &tdy = o.dy, &y = o.y, &own = o.own;
+  Tensor &tw = o.weight, &tb = o.bias, &dw = o.dweight, &db = o.dbias;
+  Tensor &mean = o.mean, &rstd = o.rstd;
   NormOutputs out;
   // The plain forward of x.
   be.fill(mean, layernorm ? kNaN : 0.0);
@@ -121,21 +132,10 @@ NormOutputs run_norms(Backend& be, const NormCase& c, DType dtype, bool layernor
 // buffer or over dy; the weight (and bias) gradients accumulate onto the same start values.
 NormOutputs run_backward_add(Backend& be, const NormCase& c, DType dtype, bool layernorm,
                              bool bias, bool in_place, bool fused) {
-  const int64_t n = c.rows * c.channels;
-  const std::vector<float> x = random_values(n, 80, -2.0f, 2.0f);
-  const std::vector<float> res = random_values(n, 81, -2.0f, 2.0f);
-  const std::vector<float> dy = random_values(n, 82);
-  const std::vector<float> w = random_values(c.channels, 83), b = random_values(c.channels, 84);
-  const std::vector<float> dw0 = random_values(c.channels, 85);
-  const std::vector<float> db0 = random_values(c.channels, 86);
-  const std::vector<float> nan(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
-  Tensor tx = rows_tensor(be, x, c, dtype), tres = rows_tensor(be, res, c, dtype);
-  Tensor tdy = rows_tensor(be, dy, c, dtype);
-  Tensor y = rows_tensor(be, nan, c, dtype), own = rows_tensor(be, nan, c, dtype);
-  Tensor tw = upload(be, w, {c.channels}, dtype), tb = upload(be, b, {c.channels}, dtype);
-  Tensor dw = upload(be, dw0, {c.channels}, dtype), db = upload(be, db0, {c.channels}, dtype);
-  Tensor mean = be.empty({c.rows}, DType::kF32, MemoryCategory::kOther);
-  Tensor rstd = be.empty({c.rows}, DType::kF32, MemoryCategory::kOther);
+  NormOperands o(be, c, dtype, 80);
+  Tensor &tx = o.x, &tres = o.residual, &tdy = o.dy, &y = o.y, &own = o.own;
+  Tensor &tw = o.weight, &tb = o.bias, &dw = o.dweight, &db = o.dbias;
+  Tensor &mean = o.mean, &rstd = o.rstd;
   be.fill(mean, 0.0);
   if (layernorm) {
     be.layernorm_forward(y, mean, rstd, tx, tw, bias ? &tb : nullptr, 1e-5);

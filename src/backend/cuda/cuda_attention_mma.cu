@@ -318,16 +318,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
-  const int64_t rows[2] = {row_a, row_b};
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    if (rows[half] >= p.seq) continue;
-    uint16_t* dst = dq + offset(p.dq, b, rows[half], h) + tig * 2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      store_pair<kBf16>(dst + dt * 8, p.scale * acc[dt][2 * half], p.scale * acc[dt][2 * half + 1]);
-    }
-  }
+  store_dq_rows<D, kBf16>(dq, p.dq, b, h, row_a, p.seq, p.scale, acc, tig);
 }
 
 // dQ from the stored dS (ZERO_CUDA_ATTENTION_DQ=stored-ds, after the dK/dV kernel stored it): dQ =
@@ -349,7 +340,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = lane >> 2, tig = lane & 3;
   const int64_t qi = query_block_heaviest_first(), q0 = qi * kRows;
-  const int64_t row_a = q0 + warp * 16 + group, row_b = row_a + 8;
+  const int64_t row_a = q0 + warp * 16 + group;  // and row_a + 8
   const int64_t first = p.window > 0 ? max(int64_t{0}, q0 - p.window + 1) : 0;
   const int64_t j_begin = first / kRows;
   auto stage_tiles = [&](int64_t j, int buf) {
@@ -387,17 +378,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
-  const int64_t rows[2] = {row_a, row_b};
-#pragma unroll
-  for (int upper = 0; upper < 2; ++upper) {
-    if (rows[upper] >= p.seq) continue;
-    uint16_t* dst = dq + offset(p.dq, b, rows[upper], h) + tig * 2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      store_pair<kBf16>(dst + dt * 8, p.scale * acc[dt][2 * upper],
-                        p.scale * acc[dt][2 * upper + 1]);
-    }
-  }
+  store_dq_rows<D, kBf16>(dq, p.dq, b, h, row_a, p.seq, p.scale, acc, tig);
 }
 
 // dK and dV. grid: (B * KVH, key blocks, heaviest first). Each warp owns 16 keys; the scores

@@ -366,16 +366,7 @@ __global__ void __launch_bounds__(W * kWarp, kMinBlocks)
     }
     __syncthreads();  // this buffer is refilled by the next iteration's prefetch
   }
-  const int64_t rows[2] = {row_a, row_b};
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    if (rows[half] >= p.seq) continue;
-    uint16_t* dst = dq + offset(p.dq, b, rows[half], h) + tig * 2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      store_pair<kBf16>(dst + dt * 8, p.scale * acc[dt][2 * half], p.scale * acc[dt][2 * half + 1]);
-    }
-  }
+  store_dq_rows<D, kBf16>(dq, p.dq, b, h, row_a, p.seq, p.scale, acc, tig);
 }
 
 // One dK/dV kernel instance: W warps, kPart queries a part, hoisted fragments, the blocks per SM

@@ -153,6 +153,24 @@ __device__ __forceinline__ void chunk_times_tile(float (&acc)[D / 8][4], uint32_
   chunks_times_tile<D, 1, kBf16>(reinterpret_cast<float (&)[1][D / 8][4]>(acc), a, tile, k0, lane);
 }
 
+// Stores a warp's 16 x D f32 accumulator of dQ, scaled, to rows row_a (fragment registers 0-1)
+// and row_a + 8 (2-3) of head h, batch b; rows past `seq` are not stored.
+template <int D, bool kBf16>
+__device__ __forceinline__ void store_dq_rows(uint16_t* dq, const HeadLayout& l, int64_t b,
+                                              int64_t h, int64_t row_a, int64_t seq, float scale,
+                                              const float (&acc)[D / 8][4], int tig) {
+#pragma unroll
+  for (int upper = 0; upper < 2; ++upper) {
+    const int64_t row = row_a + 8 * upper;
+    if (row >= seq) continue;
+    uint16_t* dst = dq + offset(l, b, row, h) + tig * 2;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      store_pair<kBf16>(dst + dt * 8, scale * acc[dt][2 * upper], scale * acc[dt][2 * upper + 1]);
+    }
+  }
+}
+
 struct MmaParams {
   int64_t seq, heads, kv_heads, window;
   float scale;       // the score scale
