@@ -5,10 +5,9 @@
 // block-per-row kernels' parameters (both in cuda_norm_common.cuh). cuda_layernorm.cu,
 // cuda_rmsnorm.cu (forward) and cuda_norm_backward.cu instantiate them with a norm's math and
 // launch them where norm_vectors_per_lane / norm_rows_are_vectors allow (the launches stay in
-// the .cu files: the
-// CUDA simulator rewrites <<<>>> there only). Per element the math runs in the same order on
-// either path; the row sums differ in grouping only (per lane: vector tree sums in slot order,
-// then the warp tree).
+// the .cu files: the CUDA simulator rewrites <<<>>> there only). Per element the math runs in
+// the same order on either path; the row sums differ in grouping only (per lane: vector tree
+// sums in slot order, then the warp tree).
 #pragma once
 #include "backend/cuda/cuda_norm_common.cuh"
 #include "backend/cuda/cuda_norm_vector.cuh"
