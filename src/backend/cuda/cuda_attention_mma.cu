@@ -60,7 +60,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 // The forward's blocks per SM that the register allocation must allow (ptxas -v, sm_90, CUDA 13).
 // One row tile a warp: at D = 64, 4 blocks of 4 warps (125 registers a thread, no spills; 4 x 45
 // KiB of tiles fit too) instead of the 3 that ptxas's unbounded 134 registers left; at D = 128,
-// whatever ptxas takes (170, one 8-warp block). Two row tiles a warp (4 warps a block): D = 64,
+// whatever ptxas takes (178, one 8-warp block). Two row tiles a warp (4 warps a block): D = 64,
 // 3 blocks (166 registers, 12 warps an SM); D = 128, 2 (243). No spills in any of them.
 // (Bounding the backward kernels so makes them spill.)
 constexpr int forward_min_blocks(int head_dim, int warps, int row_tiles) {
@@ -102,6 +102,13 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
   stage_kv(k_begin, 0);
   cp_async_commit();
 
+  // Scores enter the log2 domain as s scale_log2. For a positive scale that product is folded
+  // into each probability's FFMA, exp2(s scale_log2 - max), and the tile max is scaled once -
+  // the max of the scaled scores, as rounding is monotone - so a pass of multiplies goes. Any
+  // other scale is applied to the scores first, with 1 in the FFMA.
+  const bool fold_scale = p.scale_log2 > 0.0f;
+  const float exp_scale = fold_scale ? p.scale_log2 : 1.0f;
+  const float pre_scale = fold_scale ? 1.0f : p.scale_log2;
   float o[M][D / 8][4];
   float row_max[M][2], row_sum[M][2];  // running max (log2 domain) and sum of each row
 #pragma unroll
@@ -141,10 +148,12 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
         for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
         rows_times_rows<D, 8, kBf16>(s, qs + (tile_first - q0) * S, ks, lane);
         if (tile_unmasked(tile_first, tile_first + 15, k0, p)) {
+          if (!fold_scale) {
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
+            for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-            for (int r = 0; r < 4; ++r) s[nt][r] *= p.scale_log2;
+              for (int r = 0; r < 4; ++r) s[nt][r] *= pre_scale;
+            }
           }
         } else {
           // visible(i, j) in 32-bit offsets, which hold every difference of two positions: the
@@ -160,7 +169,7 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
               const int dj = nt * 8 + tig * 2 + (r & 1), di = group + (r / 2) * 8;
               const int diff = tile_diff + (di - dj);  // i - j
               const bool seen = dj < keys_left && diff >= 0 && (window == 0 || diff < window);
-              s[nt][r] = seen ? s[nt][r] * p.scale_log2 : -INFINITY;
+              s[nt][r] = seen ? s[nt][r] * pre_scale : -INFINITY;
             }
           }
         }
@@ -172,7 +181,7 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
           for (int nt = 0; nt < 8; ++nt) {
             tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * upper], s[nt][2 * upper + 1]));
           }
-          const float new_max = fmaxf(row_max[m][upper], quad_max(tile_max));
+          const float new_max = fmaxf(row_max[m][upper], quad_max(tile_max) * exp_scale);
           // A row that has seen no key yet keeps p = 0 (exp2(-inf - 0)) instead of NaN.
           base[upper] = new_max == -INFINITY ? 0.0f : new_max;
           const float alpha = exp2_ftz(row_max[m][upper] - base[upper]);
@@ -188,10 +197,15 @@ __global__ void __launch_bounds__(W * kWarp, forward_min_blocks(D, W, M))
         for (int kc = 0; kc < 4; ++kc) {  // 16 keys per chunk: score tiles 2kc and 2kc + 1
           const float(&s0)[4] = s[2 * kc];
           const float(&s1)[4] = s[2 * kc + 1];
-          float p0 = exp2_ftz(s0[0] - base[0]), p1 = exp2_ftz(s0[1] - base[0]);
-          float p2 = exp2_ftz(s0[2] - base[1]), p3 = exp2_ftz(s0[3] - base[1]);
-          float p4 = exp2_ftz(s1[0] - base[0]), p5 = exp2_ftz(s1[1] - base[0]);
-          float p6 = exp2_ftz(s1[2] - base[1]), p7 = exp2_ftz(s1[3] - base[1]);
+          const float neg_a = -base[0], neg_b = -base[1];
+          float p0 = exp2_ftz(fmaf(s0[0], exp_scale, neg_a));
+          float p1 = exp2_ftz(fmaf(s0[1], exp_scale, neg_a));
+          float p2 = exp2_ftz(fmaf(s0[2], exp_scale, neg_b));
+          float p3 = exp2_ftz(fmaf(s0[3], exp_scale, neg_b));
+          float p4 = exp2_ftz(fmaf(s1[0], exp_scale, neg_a));
+          float p5 = exp2_ftz(fmaf(s1[1], exp_scale, neg_a));
+          float p6 = exp2_ftz(fmaf(s1[2], exp_scale, neg_b));
+          float p7 = exp2_ftz(fmaf(s1[3], exp_scale, neg_b));
           // The row sums take the f32 probabilities (lse is the logsumexp the contract defines);
           // only the product's copies are rounded.
           row_sum[m][0] += (p0 + p1) + (p4 + p5);
