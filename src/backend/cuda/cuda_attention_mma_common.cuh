@@ -82,43 +82,30 @@ __device__ __forceinline__ void stage(uint16_t* tile, const uint16_t* base, cons
   }
 }
 
-// acc[m][nt] += A(rows 16m.. 16m + 15 of `a`, all D columns) * B(rows nt*8.. of `b`)^T for
-// m < M, nt < N: M stacked 16 x 8N blocks of products of rows (S = Q K^T, dP = dO V^T), both
-// operands row-major in shared memory. One ldmatrix.x4 gives the A fragment of a 16-column chunk
-// of one 16-row tile (lanes 0-15 name its rows, at column 0, lanes 16-31 the same rows at column
-// 8), one more the B fragments of two n-tiles (lanes 0-7 rows n.. at column 0, 8-15 the same at
-// column 8, 16-31 likewise for rows n + 8..), which then feed all M row tiles. Each acc[m][nt]
-// sums its chunks in the same order whatever M is.
-template <int D, int N, int M, bool kBf16>
-__device__ __forceinline__ void row_tiles_times_rows(float (&acc)[M][N][4], const uint16_t* a,
-                                                     const uint16_t* b, int lane) {
+// acc[nt] += A(16 rows of `a`, all D columns) * B(rows nt*8.. of `b`)^T for nt < N: a 16 x 8N
+// block of products of rows (S = Q K^T, dP = dO V^T), both operands row-major in shared memory.
+// One ldmatrix.x4 gives the A fragment of a 16-column chunk (lanes 0-15 name its rows, at column
+// 0, lanes 16-31 the same rows at column 8), one more the B fragments of two n-tiles (lanes
+// 0-7 rows n.. at column 0, 8-15 the same at column 8, 16-31 likewise for rows n + 8..).
+template <int D, int N, bool kBf16>
+__device__ __forceinline__ void rows_times_rows(float (&acc)[N][4], const uint16_t* a,
+                                                const uint16_t* b, int lane) {
   static_assert(N % 2 == 0, "n-tiles are loaded in pairs");
   constexpr int S = D + kPad;
   const uint16_t* a_row = a + (lane % 16) * S + (lane / 16) * 8;
   const uint16_t* b_row = b + (lane % 8 + (lane / 16) * 8) * S + (lane / 8 % 2) * 8;
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
-    uint32_t af[M][4];
-#pragma unroll
-    for (int m = 0; m < M; ++m) ldmatrix_x4<false>(af[m], a_row + m * 16 * S + kc * 16);
+    uint32_t af[4];
+    ldmatrix_x4<false>(af, a_row + kc * 16);
 #pragma unroll
     for (int nt = 0; nt < N; nt += 2) {
       uint32_t bf[4];
       ldmatrix_x4<false>(bf, b_row + nt * 8 * S + kc * 16);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        mma<kBf16>(acc[m][nt], af[m][0], af[m][1], af[m][2], af[m][3], bf[0], bf[1]);
-        mma<kBf16>(acc[m][nt + 1], af[m][0], af[m][1], af[m][2], af[m][3], bf[2], bf[3]);
-      }
+      mma<kBf16>(acc[nt], af[0], af[1], af[2], af[3], bf[0], bf[1]);
+      mma<kBf16>(acc[nt + 1], af[0], af[1], af[2], af[3], bf[2], bf[3]);
     }
   }
-}
-
-// The one-tile case: acc[nt] += A(16 rows of `a`) * B(rows nt*8.. of `b`)^T.
-template <int D, int N, bool kBf16>
-__device__ __forceinline__ void rows_times_rows(float (&acc)[N][4], const uint16_t* a,
-                                                const uint16_t* b, int lane) {
-  row_tiles_times_rows<D, N, 1, kBf16>(reinterpret_cast<float (&)[1][N][4]>(acc), a, b, lane);
 }
 
 // acc[m][dt] += P_m(16 x 16 chunk, A fragments a[m][0..3]) * tile rows [k0, k0 + 16) (all D
