@@ -173,7 +173,8 @@ EOF
     timed_run "$dir/torch_$mode.status" "$dir/torch_$mode.log" "$limit" \
       "${torch_env[@]}" "$python" "$root/bench/torch_baseline.py" --workload "$torch_workload" --mode "$mode" \
       --batch "$batch" --seq-len "$seq" --steps "${window[1]}" --window-start "${window[0]}" \
-      --out "$dir/torch_$mode.json" "${smoke_flags[@]}" $torch_flags
+      --out "$dir/torch_$mode.json" --profile-kernels "$dir/torch_$mode.kernels.md" \
+      "${smoke_flags[@]}" $torch_flags
   done
 
   kernel_flags=()
@@ -191,6 +192,13 @@ record_rc=0
 "$python" "$root/bench/gpu_record.py" --work "$work" --out-dir "$out" \
   --window "${window[0]}" "${window[1]}" --commit "$commit" --zero-flags "$zero_flags" \
   --workloads "${workloads[@]}" >"$out/speed_summary.txt" 2>&1 || record_rc=$?
+# PyTorch's per-kernel tables (one profiled step after each window), side by side with zero's.
+shopt -s nullglob
+torch_tables=("$work"/*/torch_compile.kernels.md "$work"/*/torch_eager.kernels.md)
+shopt -u nullglob
+if ((${#torch_tables[@]})); then
+  cat "${torch_tables[@]}" >"$out/torch_kernels_latest.md"
+fi
 tar -czf "$out/speed_logs.tar.gz" -C "$work" . && rm -rf "$work"
 cat "$out/speed_summary.txt"
 echo "(record, kernel table and logs in $out)"

@@ -23,6 +23,9 @@ weight decay 0.1 on 2-D weights only, gradient clipping at 1.0, one loss read pe
 Timing: each step is bracketed by a device synchronisation and time.perf_counter();
 tokens/s = window steps * B * T / the window's seconds (steps 11..30; smoke 3..12).
 The last line on stdout is one JSON object (also written to --out).
+--profile-kernels FILE: one more step after the window under torch.profiler, its device kernels
+(or, without a device, its CPU ops) grouped by name and by kind (attention, matmul, fused,
+optimizer, ...) as a markdown table in FILE - PyTorch's side of zero's per-kernel table.
 """
 import argparse
 import contextlib
@@ -298,6 +301,62 @@ def make_batches(cfg, steps, token_range, seed, pin):
     return batches
 
 
+# Kinds of device kernel, first match wins: what a zero kernel table row is compared against.
+KERNEL_KINDS = [
+    ("attention", ("flash", "fmha", "attention", "sdpa")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "sm90_", "sm80_")),
+    ("optimizer", ("adam", "multi_tensor", "foreach")),
+    ("cross-entropy", ("cross_entropy", "nll_loss", "log_softmax")),
+    ("embedding", ("embedding", "index_put", "indexing_backward", "scatter", "gather")),
+    ("inductor (fused)", ("triton",)),
+    ("copy / fill", ("memcpy", "memset", "copy", "fill")),
+]
+
+
+def kernel_kind(name):
+    lower = name.lower()
+    for kind, keys in KERNEL_KINDS:
+        if any(key in lower for key in keys):
+            return kind
+    return "other"
+
+
+def profile_table(prof, step_seconds, on_cuda, title):
+    """Markdown: the profiled step's device kernels (CPU ops without a device) by name and kind."""
+    rows = {}
+    if on_cuda:
+        # Device-side events (kernels, memcpy, memset): their own device interval.
+        for e in prof.events():
+            if str(getattr(e, "device_type", "")).endswith("CUDA"):
+                us = e.time_range.elapsed_us()
+                calls, total = rows.get(e.name, (0, 0.0))
+                rows[e.name] = (calls + 1, total + us)
+        what = "device kernels"
+    else:
+        for e in prof.key_averages():
+            if e.self_cpu_time_total > 0:
+                rows[e.key] = (e.count, float(e.self_cpu_time_total))
+        what = "CPU ops (self time; no device)"
+    total_us = sum(us for _, us in rows.values())
+    step_ms = 1e3 * step_seconds
+    lines = ["## " + title, "",
+             "Profiled step: %.2f ms wall; %s %.2f ms." % (step_ms, what, total_us / 1e3), "",
+             "| kind | calls | ms | % of step |", "|---|---:|---:|---:|"]
+    kinds = {}
+    for name, (calls, us) in rows.items():
+        kind = kernel_kind(name)
+        c, t = kinds.get(kind, (0, 0.0))
+        kinds[kind] = (c + calls, t + us)
+    for kind, (calls, us) in sorted(kinds.items(), key=lambda kv: -kv[1][1]):
+        lines.append("| %s | %d | %.3f | %.1f |" % (kind, calls, us / 1e3, 100 * us / 1e3 / step_ms))
+    lines += ["", "| kernel | kind | calls | ms | % of step |", "|---|---|---:|---:|---:|"]
+    for name, (calls, us) in sorted(rows.items(), key=lambda kv: -kv[1][1])[:40]:
+        short = name if len(name) <= 110 else name[:107] + "..."
+        lines.append("| `%s` | %s | %d | %.3f | %.1f |" % (short.replace("|", "/"), kernel_kind(name),
+                                                           calls, us / 1e3, 100 * us / 1e3 / step_ms))
+    return "\n".join(lines) + "\n"
+
+
 def compile_stats():
     """(graphs compiled, graph breaks) from dynamo's counters; None where this torch lacks them."""
     try:
@@ -331,6 +390,8 @@ def parse_args():
                          "PyTorch picks")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", default="", help="also write the JSON result here")
+    ap.add_argument("--profile-kernels", default="", metavar="FILE",
+                    help="profile one more step after the window; its kernel table (markdown) here")
     ap.add_argument("--matmul-only", action="store_true",
                     help="print the bf16 matmul rate and exit")
     return ap.parse_args()
@@ -423,9 +484,8 @@ def main():
         if on_cuda:
             torch.cuda.synchronize()
 
-    step_seconds, losses = [], []
-    for step in range(steps):
-        x_host, y_host = batches[step]
+    def run_step(x_host, y_host):
+        """One training step, timed between device synchronisations: (loss, seconds)."""
         sync()
         start = time.perf_counter()
         x = x_host.to(args.device, non_blocking=True)
@@ -438,15 +498,38 @@ def main():
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())  # the one read per step (zero.cpp reads its loss once too)
+        value = loss.item()  # the one read per step (zero.cpp reads its loss once too)
         sync()
-        step_seconds.append(time.perf_counter() - start)
+        return value, time.perf_counter() - start
+
+    step_seconds, losses = [], []
+    for step in range(steps):
+        value, seconds = run_step(*batches[step])
+        losses.append(value)
+        step_seconds.append(seconds)
         if not math.isfinite(losses[-1]):
             fail("the loss became %r at step %d" % (losses[-1], step + 1))
         print("step %3d | loss %.4f | %.1f ms" % (step + 1, losses[-1], 1e3 * step_seconds[-1]),
               flush=True)
 
     graphs, graph_breaks = compile_stats() if args.mode == "compile" else (None, None)
+    if args.profile_kernels:
+        # After the window, so the timed steps carry no profiler; the last batch again. A
+        # profiler failure costs the table, never the measurement.
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+            with profile(activities=activities) as prof:
+                _, profiled_seconds = run_step(*batches[-1])
+            title = "PyTorch %s, %s (torch %s, %s)" % (
+                args.mode, args.workload + ("-smoke" if args.smoke else ""), torch.__version__,
+                device_name)
+            with open(args.profile_kernels, "w") as f:
+                f.write(profile_table(prof, profiled_seconds, on_cuda, title))
+            print("kernel profile of one more step: %s" % args.profile_kernels, flush=True)
+        except Exception as e:  # noqa: BLE001 - any profiler problem is reported, not fatal
+            print("torch_baseline.py: no kernel profile (%s: %s)" % (type(e).__name__, e),
+                  file=sys.stderr, flush=True)
     window = step_seconds[window_start - 1:]
     tokens_per_s = len(window) * cfg["batch"] * cfg["seq_len"] / sum(window)
     result = {

@@ -190,6 +190,11 @@ void Backend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
   add(acc, wide, 1.0);
 }
 
+void Backend::round_in_place_sum_squares(Tensor& values, DType through, Tensor& squared_sum) {
+  round_in_place(values, through);
+  sum_squares(squared_sum, values, false);
+}
+
 void Backend::round_in_place(Tensor& values, DType through) {
   ZERO_CHECK(values.dtype() == DType::kF32, "round_in_place needs f32 values, got " << values.describe());
   if (through == DType::kF32) return;

@@ -165,6 +165,11 @@ class Backend {
   // storing them in `through` and widening again. The default composes two copies through a
   // workspace; a device backend fuses them (one pass, no workspace).
   virtual void round_in_place(Tensor& values, DType through);
+  // round_in_place that also writes sum_squares of the rounded values to squared_sum (f64 [1],
+  // this device), with sum_squares's bits: a held gradient's squared norm taken in the pass that
+  // stores it, so the step's norm need not read the gradients again. The default runs the two
+  // ops; a device backend fuses them.
+  virtual void round_in_place_sum_squares(Tensor& values, DType through, Tensor& squared_sum);
   // y *= alpha (y may be row-strided).
   virtual void scale(Tensor& y, double alpha) = 0;
 

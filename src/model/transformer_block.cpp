@@ -228,8 +228,9 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   Tensor v = head_view(qkv, batch_, seq_len_, config_.q_dim() + config_.kv_dim(), kvh);
   if (!config_.learned_positions) {
     const RopeTable rope = rope_rows(be, ctx.sequence_offset, seq_len_, backend::stats_dtype(dt));
-    be.rope_apply(q, rope.cos, rope.sin, false);
-    be.rope_apply(k, rope.cos, rope.sin, false);
+    // q's and k's heads sit side by side in each qkv row: one launch rotates both.
+    Tensor qk = head_view(qkv, batch_, seq_len_, 0, h + kvh);
+    be.rope_apply(qk, rope.cos, rope.sin, false);
   }
   Tensor attn = be.empty({rows, config_.q_dim()}, dt, act);
   Tensor attn_heads = attn.reshape({batch_, seq_len_, h, d});
@@ -315,8 +316,8 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   d_attn = Tensor();
   if (!config_.learned_positions) {
     const RopeTable rope = rope_rows(be, ctx.sequence_offset, seq_len_, backend::stats_dtype(dt));
-    be.rope_apply(dq, rope.cos, rope.sin, true);
-    be.rope_apply(dk, rope.cos, rope.sin, true);
+    Tensor dqk = head_view(d_qkv, batch_, seq_len_, 0, h + kvh);  // dq's and dk's heads
+    be.rope_apply(dqk, rope.cos, rope.sin, true);
   }
   Tensor d_h1 = be.empty({rows, c}, dt, act);
   Tensor w_qkv = fused_param(idx_.qkv_first, idx_.qkv_last, {qkv_width, c});

@@ -8,10 +8,12 @@ namespace zero::sharding {
 
 HeldUnitGradients::HeldUnitGradients(backend::Backend& backend, const PartitionLayout& layout,
                                      std::span<const backend::ParamSegment> segments,
-                                     DType param_dtype)
-    : backend_(backend), layout_(layout), param_dtype_(param_dtype) {
+                                     DType param_dtype, bool track_squared_norms)
+    : backend_(backend), layout_(layout), param_dtype_(param_dtype),
+      track_squared_norms_(track_squared_norms) {
   const size_t units = layout_.units().size();
   held_.resize(units);
+  squared_norm_current_.assign(units, false);
   unit_segments_.resize(units);
   for (const backend::ParamSegment& s : segments) {
     if (s.length == 0) continue;
@@ -41,15 +43,35 @@ void HeldUnitGradients::add(size_t u, const Tensor& micro_batch_grad) {
              "unit " << u << "'s gradient: " << micro_batch_grad.describe());
   Tensor real = micro_batch_grad.view(0, {numel});
   if (!held_[u].defined()) {
-    backend_.round_in_place(real, param_dtype_);  // 0 + rounded: the accumulator's first add
+    // 0 + rounded: the accumulator's first add.
+    if (track_squared_norms_) {
+      // Like the gradients, the sums exist from the first backward to clear().
+      if (!squared_norms_.defined()) {
+        squared_norms_ = backend_.empty({static_cast<int64_t>(held_.size())}, DType::kF64,
+                                        MemoryCategory::kGrads);
+      }
+      Tensor slot = squared_norm(u);
+      backend_.round_in_place_sum_squares(real, param_dtype_, slot);
+      squared_norm_current_[u] = true;
+    } else {
+      backend_.round_in_place(real, param_dtype_);
+    }
     held_[u] = micro_batch_grad;
     return;
   }
+  // A later micro-batch (tracking expects one a window: its sum would not hold for long).
+  squared_norm_current_[u] = false;
   Tensor sum = held_[u].view(0, {numel});
   backend_.add_rounded(sum, real, param_dtype_);
 }
 
+Tensor HeldUnitGradients::squared_norm(size_t u) {
+  ZERO_CHECK(squared_norms_.defined(), "squared_norm(" << u << "): no sums are tracked");
+  return squared_norms_.view(static_cast<int64_t>(u), {1});
+}
+
 Tensor HeldUnitGradients::unit(size_t u) {
+  squared_norm_current_[u] = false;
   const int64_t numel = layout_.unit(u).numel;
   if (!held_[u].defined()) held_[u] = backend_.zeros({numel}, DType::kF32, MemoryCategory::kGrads);
   return held_[u].view(0, {numel});
@@ -74,6 +96,8 @@ std::vector<backend::UpdatePiece> HeldUnitGradients::pieces() {
 
 void HeldUnitGradients::clear() {
   for (Tensor& t : held_) t = Tensor();
+  squared_norms_ = Tensor();
+  squared_norm_current_.assign(squared_norm_current_.size(), false);
 }
 
 }  // namespace zero::sharding

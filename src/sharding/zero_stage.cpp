@@ -101,7 +101,12 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
   if (stage_ <= 1 && mixed && precision_.accum == DType::kF32) {
     // The micro-batch gradients are unit buffers already (grads_by_unit): hold them instead of
     // summing into a flat accumulator that would live through every forward.
-    held_ = std::make_unique<HeldUnitGradients>(backend_, layout_, full_segments_, precision_.param);
+    // On one rank at stage 0 the summed gradients are the reduced ones, and with one micro-batch
+    // and no loss scale nothing scales them: their norm is taken as they are stored.
+    const bool norms_as_stored = stage_ == 0 && comm_.world_size() == 1 &&
+                                 accumulation_steps_ == 1 && precision_.param != DType::kF16;
+    held_ = std::make_unique<HeldUnitGradients>(backend_, layout_, full_segments_, precision_.param,
+                                                norms_as_stored);
   } else if (stage_ <= 1 && (mixed || accumulation_steps_ > 1)) {
     accumulator_ = backend_.zeros({full_numel}, mixed ? precision_.accum : DType::kF32,
                                   MemoryCategory::kGrads);
@@ -437,7 +442,19 @@ void ZeroStage::reduce_held_gradients(double scale, Tensor& squared_norm) {
   // The flat path's operations per element (sum over ranks in rank order, the remaining scale),
   // unit by unit; the norm adds the units' squared sums in unit order.
   const double post_scale = scale / reduction_.prescale;
+  // Nothing to reduce or scale: a unit's sum of squares taken when its gradient was stored is
+  // the one sum_squares would give now (the same bits), and is added in the same order.
+  const bool stored_sums_hold = comm_.world_size() == 1 && post_scale == 1.0;
   for (size_t u = 0; u < layout_.units().size(); ++u) {
+    if (stored_sums_hold && held_->has_squared_norm(u)) {
+      const Tensor unit_sum = held_->squared_norm(u);
+      if (u == 0) {
+        backend_.copy(squared_norm, unit_sum);
+      } else {
+        backend_.add(squared_norm, unit_sum, 1.0);
+      }
+      continue;
+    }
     Tensor grads = held_->unit(u);
     all_reduce_in_buckets(grads);
     if (post_scale != 1.0) backend_.scale(grads, post_scale);

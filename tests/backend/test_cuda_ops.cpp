@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cuda_test_support.h"
@@ -109,6 +110,43 @@ TEST_F(CudaOps, RoundInPlaceMatchesCopyCopyBitForBit) {
         results[slot++] = download_bytes(*be, values);
       }
       EXPECT_EQ(results[0], results[1]) << dtype_name(through) << " offset " << offset;
+    }
+  }
+}
+
+// The fused rounding + sum of squares (a held gradient's norm taken as it is stored) leaves the
+// values of round_in_place and the sum of sum_squares over them, bit for bit, on the device and
+// against the CPU - over three reduction chunks (the last one partial). f16's range
+// (+-70000 > 65504) puts infinities in the sum, as an overflow must.
+TEST_F(CudaOps, RoundingWithItsSumOfSquaresHasTheBitsOfTheTwoOps) {
+  const int64_t n = 2 * 65536 + 37;
+  const std::vector<float> x = random_values(n, 53, -70000.0f, 70000.0f);
+  for (DType through : {DType::kBF16, DType::kF16, DType::kF32}) {
+    std::vector<uint8_t> values[3];
+    double sums[3] = {};
+    for (int run = 0; run < 3; ++run) {  // the CPU, the fused device op, the two device ops
+      Backend& be = run == 0 ? static_cast<Backend&>(cpu()) : static_cast<Backend&>(gpu());
+      Tensor tx = upload(be, x, {n}, DType::kF32);
+      Tensor sum = be.empty({1}, DType::kF64, MemoryCategory::kOther);
+      if (run == 2) {
+        be.round_in_place(tx, through);
+        be.sum_squares(sum, tx, false);
+      } else {
+        be.round_in_place_sum_squares(tx, through, sum);
+      }
+      values[run] = download_bytes(be, tx);
+      be.copy_to_host(&sums[run], sum);
+    }
+    const char* what = dtype_name(through);
+    EXPECT_EQ(values[1], values[0]) << what;
+    EXPECT_EQ(values[1], values[2]) << what;
+    EXPECT_EQ(std::memcmp(&sums[1], &sums[2], sizeof(double)), 0)
+        << what << ": " << sums[1] << " vs " << sums[2];
+    // The CPU sums in its own order: the same value within f64 rounding, or the same infinity.
+    if (std::isinf(sums[0])) {
+      EXPECT_EQ(sums[1], sums[0]) << what;
+    } else {
+      EXPECT_NEAR(sums[1], sums[0], 1e-12 * sums[0]) << what;
     }
   }
 }
@@ -274,6 +312,35 @@ TEST_F(CudaOps, EmbeddingMatchesTheCpuAndItsBackwardIsDeterministic) {
     run = download_bytes(gpu(), dt);
   }
   EXPECT_EQ(runs[0], runs[1]);
+}
+
+// Long runs of one id (a small vocabulary's batch) are summed 32 rows at a time per warp: runs
+// of 1, 31, 32, 33 and 700 occurrences, interleaved, over channels that are no multiple of the
+// warp's 64-channel chunk, must still give the CPU's bits (the same adds in position order).
+TEST_F(CudaOps, EmbeddingBackwardOfLongRunsHasTheCpuBits) {
+  const int64_t vocab = 12, channels = 130;
+  std::vector<int64_t> ids;
+  const std::pair<int64_t, int> runs[] = {{1, 1}, {4, 31}, {5, 32}, {7, 33}, {9, 700}};
+  for (int i = 0; i < 700; ++i) {
+    for (const auto& [id, count] : runs) {
+      if (i < count) ids.push_back(id);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(ids.size());
+  for (DType dtype : kStorageTypes) {
+    const std::vector<float> dout = random_values(n * channels, 31);
+    const std::vector<float> dtable0 = random_values(vocab * channels, 32);
+    std::vector<uint8_t> bits[2];
+    int slot = 0;
+    for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+      Tensor tids = upload_ids(*be, ids);
+      Tensor tdout = upload(*be, dout, {n, channels}, dtype);
+      Tensor dt = upload(*be, dtable0, {vocab, channels}, DType::kF32);
+      be->embedding_backward(dt, tdout, tids);
+      bits[slot++] = download_bytes(*be, dt);
+    }
+    EXPECT_EQ(bits[0], bits[1]) << "embedding_backward " << dtype_name(dtype);
+  }
 }
 
 TEST_F(CudaOps, AnIdOutsideTheVocabularyIsAnErrorAtTheNextRead) {

@@ -157,6 +157,13 @@ if [[ -x $zero ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
       check "smoke: old zero binary named" 'all("predates the issue-13 log keys" in run["zero_error"] for run in r["runs"])'
     fi
     check "smoke: wrote outside bench/results" "'$smoke_out'.startswith('/tmp/')"
+    # PyTorch's per-kernel tables: one per workload (eager; compile is skipped in --smoke).
+    tables=$(grep -c '^## PyTorch eager, ' "$smoke_out/torch_kernels_latest.md" 2>/dev/null)
+    if [[ $tables == 2 ]] && grep -q '^| kind | calls | ms | % of step |' "$smoke_out/torch_kernels_latest.md"; then
+      passed=$((passed + 1)); echo "ok   smoke: PyTorch kernel tables"
+    else
+      failed=$((failed + 1)); echo "FAIL smoke: PyTorch kernel tables (found ${tables:-none})"
+    fi
     rm -rf "$smoke_out"
   else
     failed=$((failed + 1)); echo "FAIL smoke run (rc $rc), see above"

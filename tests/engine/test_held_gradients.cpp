@@ -5,8 +5,11 @@
 // numbers are those of every other stage (MixedPrecision.Bf16StagesAgreeBitForBit).
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
+#include "backend/profiling/profiling_backend.h"
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
@@ -45,6 +48,41 @@ TEST_P(HeldGradients, ExistOnlyFromBackwardToTheStep) {
     EXPECT_GE(before_forward[1], at_start + 4 * static_cast<size_t>(engine.model().num_parameters()))
         << "step " << step;
     EXPECT_EQ(gradient_bytes(), at_start) << "after step " << step;
+  }
+}
+
+// Stage 0 on one rank, one micro-batch a step: the gradient norm adds the sums of squares taken
+// as each unit's gradient was stored and runs no sum_squares over a gradient (more micro-batches
+// or a loss scale would scale the gradients after they are stored); stage 1 reduces first, so
+// it sums the reduced gradients. Both give the same step
+// (MixedPrecision.Bf16StagesAgreeBitForBit). The profile names the ops the step ran.
+TEST_P(HeldGradients, OnOneRankAtStage0TheNormReadsTheSumsTakenAsTheyWereStored) {
+  const int stage = GetParam();
+  backend::ProfilingBackend profiler(std::make_unique<backend::CpuBackend>());
+  comm::SelfComm self;
+  EngineSettings s = zero_settings(stage, kMicro, 1, 1);
+  s.bf16.enabled = true;
+  s.data_types.grad_accum_dtype = config::PrecisionType::kFp32;
+  Engine engine(small_model("llama", profiler), s, self);
+  const int64_t vocab = engine.model().config()->vocab_size;
+  int64_t index = 0;
+  profiler.start_profile();
+  engine.train_batch([&] { return batch_for(0, index++, kMicro, kSeqLen, vocab); });
+  const backend::KernelProfile profile = profiler.stop_profile(1, 1.0);
+  std::map<std::string, int64_t> calls;
+  for (const backend::KernelRecord& r : profile.records) {
+    // sum_squares of one element is a loss-scaler read, not a gradient's.
+    if (r.op == "sum_squares" && r.shape == "x[1]") continue;
+    calls[r.op] += r.calls;
+  }
+  const auto units = static_cast<int64_t>(engine.model().units().size());
+  if (stage == 0) {
+    EXPECT_EQ(calls["round_in_place (+sum_squares)"], units);
+    EXPECT_EQ(calls["add_rounded (+sum_squares)"], 0);
+    EXPECT_EQ(calls["sum_squares"], 0);
+  } else {
+    EXPECT_EQ(calls["round_in_place (+sum_squares)"], 0);
+    EXPECT_GT(calls["sum_squares"], 0);
   }
 }
 

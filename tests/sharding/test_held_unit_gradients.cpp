@@ -99,6 +99,42 @@ TEST(HeldUnitGradients, PiecesAndViewsAddressTheFlatLayout) {
   }
 }
 
+// Tracked, a unit's first add also takes its sum of squares: sum_squares's bits over the
+// gradient it leaves, until a second add, unit() or view() (which hand the gradient out to be
+// changed) or clear().
+TEST(HeldUnitGradients, TrackedSumsOfSquaresAreThoseOfTheStoredGradients) {
+  Fixture f;
+  HeldUnitGradients held(f.cpu, f.layout, f.segments, DType::kBF16, /*track_squared_norms=*/true);
+  const size_t units = f.layout.units().size();
+  ASSERT_GE(units, 3u);
+  for (size_t u = 0; u < units; ++u) {
+    held.add(u, random_f32(f.cpu, f.layout.unit(u).padded_numel, static_cast<uint32_t>(20 + u)));
+    ASSERT_TRUE(held.has_squared_norm(u)) << "unit " << u;
+  }
+  for (size_t u = 0; u < units; ++u) {
+    const double tracked = held.squared_norm(u).data<double>()[0];
+    const double expected = f.cpu.squared_norm(held.unit(u));
+    EXPECT_GT(expected, 0.0);
+    EXPECT_EQ(std::memcmp(&tracked, &expected, sizeof(double)), 0)
+        << "unit " << u << ": " << tracked << " vs " << expected;
+    EXPECT_FALSE(held.has_squared_norm(u)) << "unit() hands the gradient out";
+  }
+  held.clear();
+  held.add(0, random_f32(f.cpu, f.layout.unit(0).padded_numel, 40));
+  (void)held.view(f.layout.unit(0).flat_begin, 1);
+  EXPECT_FALSE(held.has_squared_norm(0)) << "view() hands the gradient out";
+  held.add(1, random_f32(f.cpu, f.layout.unit(1).padded_numel, 41));
+  held.add(1, random_f32(f.cpu, f.layout.unit(1).padded_numel, 42));
+  EXPECT_FALSE(held.has_squared_norm(1)) << "a second micro-batch";
+  held.add(2, random_f32(f.cpu, f.layout.unit(2).padded_numel, 43));
+  held.clear();
+  EXPECT_FALSE(held.has_squared_norm(2));
+  // Untracked, nothing is kept.
+  HeldUnitGradients untracked(f.cpu, f.layout, f.segments, DType::kBF16);
+  untracked.add(0, random_f32(f.cpu, f.layout.unit(0).padded_numel, 44));
+  EXPECT_FALSE(untracked.has_squared_norm(0));
+}
+
 TEST(HeldUnitGradients, HoldsGradientBytesOnlyUntilCleared) {
   Fixture f;
   const size_t before = f.cpu.allocator().stats().live(MemoryCategory::kGrads);

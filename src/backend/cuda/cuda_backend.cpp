@@ -452,6 +452,18 @@ void CudaBackend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
                            through, acc.numel(), current());
 }
 
+void CudaBackend::round_in_place_sum_squares(Tensor& values, DType through,
+                                             Tensor& squared_sum) {
+  const Checks check(device(), "round_in_place_sum_squares");
+  check.contiguous(values, "values").dtype(values, DType::kF32, "values");
+  check.contiguous(squared_sum, "squared_sum").dtype(squared_sum, DType::kF64, "squared_sum");
+  if (squared_sum.numel() != 1) check.fail("squared_sum must be f64 [1], got " + squared_sum.describe());
+  Tensor partials = scratch(cuda::reduction_scratch_bytes(values.numel()));
+  cuda::launch_rounded_sum_squares(static_cast<double*>(squared_sum.raw_data()),
+                                   static_cast<float*>(values.raw_data()), through,
+                                   values.numel(), partials.raw_data(), current());
+}
+
 void CudaBackend::round_in_place(Tensor& values, DType through) {
   const Checks check(device(), "round_in_place");
   check.contiguous(values, "values").dtype(values, DType::kF32, "values");

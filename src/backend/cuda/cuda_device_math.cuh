@@ -31,6 +31,14 @@ __device__ __forceinline__ void store_f32(f16* p, int64_t i, float v) {
   p[i].bits = float_to_f16_bits(v);
 }
 
+// v stored in R and read back (store_f32 rounds as the conversion kernel does).
+template <typename R>
+__device__ __forceinline__ float rounded_through(float v) {
+  R stored;
+  store_f32(&stored, 0, v);
+  return load_f32(&stored, 0);
+}
+
 inline constexpr int kWarp = 32;
 
 // The second pass of the deterministic column sums (norm weight/bias gradients, bias gradients):

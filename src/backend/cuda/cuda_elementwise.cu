@@ -91,14 +91,6 @@ __global__ void add_vector_kernel(T* y, const T* x, float alpha, int64_t n) {
   }
 }
 
-// v stored in R and read back (store_f32 rounds as the conversion kernel does).
-template <typename R>
-__device__ __forceinline__ float rounded_through(float v) {
-  R stored;
-  store_f32(&stored, 0, v);
-  return load_f32(&stored, 0);
-}
-
 // acc += x rounded to R: store_f32 rounds as the conversion kernel does, load_f32 widens back,
 // and 1.0f * v + acc is add_kernel's arithmetic at alpha 1 - so the bits of convert, convert,
 // add. Four elements per 16-byte access where acc and x allow it.

@@ -223,6 +223,10 @@ size_t reduction_scratch_bytes(int64_t n);
 // out[0] = alpha * sum(x or x^2) (+ out[0] when accumulate), in f64, deterministic.
 void launch_sum_into(double* out, const void* x, DType dtype, int64_t n, bool squares, double alpha,
                      bool accumulate, void* scratch, cudaStream_t stream);
+// values (f32) rounded through `through` in place (Backend::round_in_place), and out[0] = the
+// sum of their squares with launch_sum_into's bits (scratch: reduction_scratch_bytes(n)).
+void launch_rounded_sum_squares(double* out, float* values, DType through, int64_t n,
+                                void* scratch, cudaStream_t stream);
 
 // ---- optimizer updates (cuda_optimizers.cu) ----------------------------------------------------
 // Same formulas, in the same f32 operation order, as backend/cpu/cpu_optimizers.cpp. `state1`

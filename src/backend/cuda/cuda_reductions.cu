@@ -28,6 +28,42 @@ __global__ void chunk_sums_kernel(double* partial, const T* x, int64_t n) {
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
+// chunk_sums_kernel<float, true> over the values it first rounds through R in place: the same
+// chunks, the same element per thread and the same tree, so the sums have sum_squares's bits
+// over the stored values. Each thread loads kRoundUnroll elements before it stores any: the
+// compiler would not move a load above the previous element's store, leaving one 4-byte load in
+// flight per thread - a third of the bandwidth a pass over a gradient needs.
+constexpr int kRoundUnroll = 8;
+
+template <typename R>
+__global__ void rounded_chunk_squares_kernel(double* partial, float* values, int64_t n) {
+  __shared__ double shared[kWarp];
+  const int64_t begin = blockIdx.x * kChunk;
+  const int64_t end = min(n, begin + kChunk);
+  const int64_t step = blockDim.x;
+  double acc = 0.0;
+  for (int64_t first = begin + threadIdx.x; first < end; first += kRoundUnroll * step) {
+    float loaded[kRoundUnroll];
+#pragma unroll
+    for (int u = 0; u < kRoundUnroll; ++u) {
+      const int64_t i = first + u * step;
+      loaded[u] = i < end ? values[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kRoundUnroll; ++u) {
+      const int64_t i = first + u * step;
+      if (i < end) {
+        const float stored = rounded_through<R>(loaded[u]);
+        values[i] = stored;
+        const double v = static_cast<double>(stored);
+        acc += v * v;
+      }
+    }
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
 __global__ void finish_kernel(double* out, const double* partial, int64_t chunks, double alpha,
                               bool accumulate) {
   __shared__ double shared[kWarp];
@@ -66,6 +102,23 @@ void launch_sum_into(double* out, const void* x, DType dtype, int64_t n, bool sq
     ZERO_CUDA_CHECK_LAUNCH();
   }
   finish_kernel<<<1, kFinishThreads, 0, stream>>>(out, partial, chunks, alpha, accumulate);
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rounded_sum_squares(double* out, float* values, DType through, int64_t n,
+                                void* scratch, cudaStream_t stream) {
+  const int64_t chunks = chunks_of(n);
+  ZERO_CHECK(chunks <= INT32_MAX, "sum over " << n << " elements exceeds the grid");
+  auto* partial = static_cast<double*>(scratch);
+  if (chunks > 0) {
+    dispatch_storage(through, "rounded_sum_squares", [&](auto tag) {
+      using R = decltype(tag);
+      rounded_chunk_squares_kernel<R><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+          partial, values, n);
+    });
+    ZERO_CUDA_CHECK_LAUNCH();
+  }
+  finish_kernel<<<1, kFinishThreads, 0, stream>>>(out, partial, chunks, 1.0, false);
   ZERO_CUDA_CHECK_LAUNCH();
 }
 

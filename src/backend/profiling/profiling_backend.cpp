@@ -126,6 +126,13 @@ void ProfilingBackend::round_in_place(Tensor& values, DType through) {
         [&] { inner_->round_in_place(values, through); });
 }
 
+void ProfilingBackend::round_in_place_sum_squares(Tensor& values, DType through,
+                                                  Tensor& squared_sum) {
+  timed("round_in_place (+sum_squares)",
+        [&] { return elementwise(shapes({{"values", &values}}), values); },
+        [&] { inner_->round_in_place_sum_squares(values, through, squared_sum); });
+}
+
 void ProfilingBackend::add_rounded(Tensor& acc, const Tensor& x, DType through) {
   timed("add_rounded", [&] { return elementwise(shapes({{"acc", &acc}}), acc); },
         [&] { inner_->add_rounded(acc, x, through); });

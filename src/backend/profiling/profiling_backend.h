@@ -66,6 +66,7 @@ class ProfilingBackend final : public Backend {
   void add(Tensor& y, const Tensor& x, double alpha) override;
   void add_rounded(Tensor& acc, const Tensor& x, DType through) override;
   void round_in_place(Tensor& values, DType through) override;
+  void round_in_place_sum_squares(Tensor& values, DType through, Tensor& squared_sum) override;
   void scale(Tensor& y, double alpha) override;
   void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
               double alpha, double beta) override;
