@@ -310,6 +310,7 @@ KERNEL_KINDS = [
     ("embedding", ("embedding", "index_put", "indexing_backward", "scatter", "gather")),
     ("inductor (fused)", ("triton",)),
     ("copy / fill", ("memcpy", "memset", "copy", "fill")),
+    ("aten elementwise / reductions", ("elementwise", "reduce_kernel", "reduction")),
 ]
 
 
