@@ -318,7 +318,7 @@ sanitize() {
     echo "== compute-sanitizer $tool (${SANITIZE_BINARY:-backend_test_cuda_ops})"
     timeout "${SANITIZE_LIMIT_S:-280}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bundle/bin/${SANITIZE_BINARY:-backend_test_cuda_ops}" --gtest_color=no \
-      --gtest_filter="${SANITIZE_FILTER:-CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Rounding*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*}" \
+      --gtest_filter="${SANITIZE_FILTER:-CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Rounding*:CudaOps.CopyWith*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*}" \
       >"$out/sanitizer_$tool.log" 2>&1
     rc=$?
     tail -5 "$out/sanitizer_$tool.log"

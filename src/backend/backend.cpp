@@ -195,6 +195,12 @@ void Backend::round_in_place_sum_squares(Tensor& values, DType through, Tensor& 
   sum_squares(squared_sum, values, false);
 }
 
+void Backend::copy_sum_squares(Tensor& dst, const Tensor& src, Tensor& squared_sum) {
+  ZERO_CHECK(src.dtype() == DType::kF32, "copy_sum_squares needs f32 src, got " << src.describe());
+  copy(dst, src);
+  sum_squares(squared_sum, dst, false);
+}
+
 void Backend::round_in_place(Tensor& values, DType through) {
   ZERO_CHECK(values.dtype() == DType::kF32, "round_in_place needs f32 values, got " << values.describe());
   if (through == DType::kF32) return;

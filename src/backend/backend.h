@@ -63,7 +63,7 @@ struct TransferStats {
 // views of the parameters and states at `offset`.
 struct UpdatePiece {
   int64_t offset = 0;  // elements into the flat parameter and state buffers
-  Tensor grads;        // f32, contiguous; the piece's length is grads.numel()
+  Tensor grads;        // f32 or 16-bit (optimizer_update), contiguous; its numel is the length
   std::vector<ParamSegment> segments;  // offsets relative to `offset`
 };
 
@@ -170,6 +170,11 @@ class Backend {
   // stores it, so the step's norm need not read the gradients again. The default runs the two
   // ops; a device backend fuses them.
   virtual void round_in_place_sum_squares(Tensor& values, DType through, Tensor& squared_sum);
+  // dst (contiguous, f32/bf16/f16) = src (contiguous f32, same numel) rounded as copy() rounds,
+  // and squared_sum (f64 [1], this device) = sum_squares(dst) with sum_squares's bits: a held
+  // gradient stored in the parameters' dtype with its squared norm, in one pass over src. The
+  // default runs copy and sum_squares; a device backend fuses them.
+  virtual void copy_sum_squares(Tensor& dst, const Tensor& src, Tensor& squared_sum);
   // y *= alpha (y may be row-strided).
   virtual void scale(Tensor& y, double alpha) = 0;
 
@@ -318,8 +323,11 @@ class Backend {
   double squared_norm(const Tensor& x);
 
   // ---- optimizer updates (flat f32 buffers; src/optim owns the semantics) --------------------
-  // params, grads and every state buffer are contiguous f32 of the same numel; segments cover
-  // the elements to update (each with its weight-decay flag). State per kind:
+  // params, grads and every state buffer are contiguous f32 of the same numel - except grads,
+  // which may also be bf16 or f16 (held gradients stored in the parameters' dtype; widened
+  // exactly, they update as an f32 gradient of the same values; with param_copy, its dtype must
+  // then be theirs). segments cover the elements to update (each with its weight-decay flag).
+  // State per kind:
   //   kAdam: {exp_avg, exp_avg_sq}; kLamb: {exp_avg, exp_avg_sq}; kLion: {exp_avg};
   //   kAdagrad: {sum_sq}.
   virtual void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,

@@ -8,9 +8,14 @@ namespace zero::sharding {
 
 HeldUnitGradients::HeldUnitGradients(backend::Backend& backend, const PartitionLayout& layout,
                                      std::span<const backend::ParamSegment> segments,
-                                     DType param_dtype, bool track_squared_norms)
+                                     DType param_dtype, bool track_squared_norms,
+                                     bool hold_in_param_dtype)
     : backend_(backend), layout_(layout), param_dtype_(param_dtype),
-      track_squared_norms_(track_squared_norms) {
+      track_squared_norms_(track_squared_norms),
+      hold_in_param_dtype_(hold_in_param_dtype && param_dtype != DType::kF32) {
+  ZERO_CHECK(!hold_in_param_dtype || track_squared_norms,
+             "holding gradients in the parameters' dtype needs one micro-batch on one rank "
+             "(track_squared_norms)");
   const size_t units = layout_.units().size();
   held_.resize(units);
   squared_norm_current_.assign(units, false);
@@ -51,6 +56,14 @@ void HeldUnitGradients::add(size_t u, const Tensor& micro_batch_grad) {
                                         MemoryCategory::kGrads);
       }
       Tensor slot = squared_norm(u);
+      if (hold_in_param_dtype_) {
+        // The f32 buffer goes back to the allocator when the caller lets it go.
+        Tensor stored = backend_.empty({numel}, param_dtype_, MemoryCategory::kGrads);
+        backend_.copy_sum_squares(stored, real, slot);
+        squared_norm_current_[u] = true;
+        held_[u] = stored;
+        return;
+      }
       backend_.round_in_place_sum_squares(real, param_dtype_, slot);
       squared_norm_current_[u] = true;
     } else {
@@ -61,6 +74,7 @@ void HeldUnitGradients::add(size_t u, const Tensor& micro_batch_grad) {
   }
   // A later micro-batch (tracking expects one a window: its sum would not hold for long).
   squared_norm_current_[u] = false;
+  widen(u);
   Tensor sum = held_[u].view(0, {numel});
   backend_.add_rounded(sum, real, param_dtype_);
 }
@@ -74,7 +88,29 @@ Tensor HeldUnitGradients::unit(size_t u) {
   squared_norm_current_[u] = false;
   const int64_t numel = layout_.unit(u).numel;
   if (!held_[u].defined()) held_[u] = backend_.zeros({numel}, DType::kF32, MemoryCategory::kGrads);
+  widen(u);
   return held_[u].view(0, {numel});
+}
+
+Tensor HeldUnitGradients::held(size_t u) {
+  const int64_t numel = layout_.unit(u).numel;
+  if (!held_[u].defined()) {
+    held_[u] = backend_.zeros({numel}, hold_in_param_dtype_ ? param_dtype_ : DType::kF32,
+                              MemoryCategory::kGrads);
+  }
+  return held_[u].view(0, {numel});
+}
+
+DType HeldUnitGradients::held_dtype(size_t u) const {
+  if (held_[u].defined()) return held_[u].dtype();
+  return hold_in_param_dtype_ ? param_dtype_ : DType::kF32;
+}
+
+void HeldUnitGradients::widen(size_t u) {
+  if (!held_[u].defined() || held_[u].dtype() == DType::kF32) return;
+  Tensor wide = backend_.empty({held_[u].numel()}, DType::kF32, MemoryCategory::kGrads);
+  backend_.copy(wide, held_[u]);
+  held_[u] = wide;
 }
 
 Tensor HeldUnitGradients::view(int64_t offset, int64_t count) {
@@ -82,14 +118,15 @@ Tensor HeldUnitGradients::view(int64_t offset, int64_t count) {
   const UnitPartition& part = layout_.unit(u);
   ZERO_CHECK(offset + count <= part.flat_begin + part.numel,
              "gradient elements [" << offset << ", " << offset + count << ") leave unit " << u);
-  return unit(u).view(offset - part.flat_begin, {count});
+  squared_norm_current_[u] = false;
+  return held(u).view(offset - part.flat_begin, {count});
 }
 
 std::vector<backend::UpdatePiece> HeldUnitGradients::pieces() {
   std::vector<backend::UpdatePiece> out;
   for (size_t u = 0; u < held_.size(); ++u) {
     if (unit_segments_[u].empty()) continue;
-    out.push_back({layout_.unit(u).flat_begin, unit(u), unit_segments_[u]});
+    out.push_back({layout_.unit(u).flat_begin, held(u), unit_segments_[u]});
   }
   return out;
 }

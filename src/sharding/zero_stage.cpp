@@ -105,8 +105,12 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     // and no loss scale nothing scales them: their norm is taken as they are stored.
     const bool norms_as_stored = stage_ == 0 && comm_.world_size() == 1 &&
                                  accumulation_steps_ == 1 && precision_.param != DType::kF16;
+    // Then nothing adds to or scales them either: they can be held in the parameters' dtype,
+    // which the device optimizer reads (the host optimizers of offload read f32).
+    const bool in_param_dtype =
+        norms_as_stored && zero_.offload_optimizer.device == config::OffloadDevice::kNone;
     held_ = std::make_unique<HeldUnitGradients>(backend_, layout_, full_segments_, precision_.param,
-                                                norms_as_stored);
+                                                norms_as_stored, in_param_dtype);
   } else if (stage_ <= 1 && (mixed || accumulation_steps_ > 1)) {
     accumulator_ = backend_.zeros({full_numel}, mixed ? precision_.accum : DType::kF32,
                                   MemoryCategory::kGrads);

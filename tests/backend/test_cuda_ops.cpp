@@ -865,6 +865,125 @@ TEST_F(CudaOps, OptimizerUpdatesOverManyUnevenSegmentsMatchTheCpu) {
   }
 }
 
+// Gradients held in the parameters' 16-bit dtype (sharding/held_unit_gradients.h): the device
+// update reading them (8-byte vectors where aligned, else scalars) gives the CPU's bits for an
+// f32 gradient of the same values, with or without the parameter copy of their dtype.
+TEST_F(CudaOps, OptimizerUpdatesReadingSixteenBitGradientsMatchTheCpuOnF32Ones) {
+  std::vector<ParamSegment> segments = {{0, 9000, true}, {9001, 4099, false}, {13102, 8195, true}};
+  int64_t at = 21300;
+  for (int i = 0; i < 20; ++i) {
+    segments.push_back({at, 3 + i % 7, i % 3 != 0});
+    at += 3 + i % 7 + i % 2;
+  }
+  const int64_t n = at + 5;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    std::vector<float> grads = random_values(n, 47, -2.0f, 2.0f);
+    for (float& g : grads) g = dtype == DType::kBF16 ? to_float(to_bf16(g)) : to_float(to_f16(g));
+    for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kLamb, OptimizerKind::kLion,
+                               OptimizerKind::kAdagrad}) {
+      for (bool with_copy : {false, true}) {
+        OptimizerHyper hyper;
+        hyper.lr = 2e-3;
+        hyper.weight_decay = 0.1;
+        hyper.step = 2;
+        hyper.grad_scale = 0.5;
+        const size_t states = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
+        std::vector<double> res[2];
+        std::vector<uint8_t> copies[2];
+        int slot = 0;
+        for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
+          Tensor p = upload(*be, random_values(n, 48), {n}, DType::kF32);
+          // The CPU reads f32 gradients, the device the 16-bit ones.
+          Tensor g = upload(*be, grads, {n}, slot == 0 ? DType::kF32 : dtype);
+          std::vector<Tensor> state;
+          for (size_t s = 0; s < states; ++s) {
+            state.push_back(upload(*be, random_values(n, 49 + static_cast<uint32_t>(s), 0.0f, 0.01f),
+                                   {n}, DType::kF32));
+          }
+          Tensor copy = be->empty({n}, dtype, MemoryCategory::kOther);
+          be->copy(copy, p);
+          if (with_copy) {
+            be->optimizer_update_with_copy(kind, p, g, state, segments, hyper, copy);
+          } else {
+            be->optimizer_update(kind, p, g, state, segments, hyper);
+          }
+          copies[slot] = download_bytes(*be, copy);
+          res[slot] = download(*be, p);
+          for (const Tensor& s : state) {
+            const std::vector<double> sv = download(*be, s);
+            res[slot].insert(res[slot].end(), sv.begin(), sv.end());
+          }
+          ++slot;
+        }
+        const std::string what = std::string(dtype_name(dtype)) + " kind " +
+                                 std::to_string(static_cast<int>(kind)) + " copy " +
+                                 std::to_string(with_copy);
+        if (kind == OptimizerKind::kLamb) {
+          // The trust ratio's norms are f64 sums in another order (OptimizerUpdatesMatchTheCpu).
+          expect_close(res[0], res[1], Tolerance{1e-6, 1e-9}, what.c_str());
+        } else {
+          EXPECT_EQ(res[0], res[1]) << what;
+          EXPECT_EQ(copies[0], copies[1]) << what;
+        }
+      }
+    }
+  }
+  // A 16-bit gradient with a copy of another dtype is refused, naming both.
+  Tensor p = gpu().zeros({8}, DType::kF32, MemoryCategory::kOther);
+  Tensor g = gpu().zeros({8}, DType::kBF16, MemoryCategory::kOther);
+  Tensor copy = gpu().zeros({8}, DType::kF16, MemoryCategory::kOther);
+  std::vector<Tensor> state = {gpu().zeros({8}, DType::kF32, MemoryCategory::kOther)};
+  const ParamSegment segment{0, 8, false};
+  try {
+    gpu().optimizer_update_with_copy(OptimizerKind::kLion, p, g, state, {&segment, 1},
+                                     OptimizerHyper{}, copy);
+    ADD_FAILURE() << "bf16 gradients with an f16 copy accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("f16"), std::string::npos) << e.what();
+  }
+}
+
+// The fused store in the parameters' dtype + sum of squares (a held gradient stored in 16 bits
+// with its squared norm) leaves copy()'s bytes and sum_squares's sum over them, bit for bit on
+// the device, and the CPU's within f64 rounding - over three reduction chunks, at an offset
+// where the source is not 16-byte aligned. f16's range puts infinities in the sum.
+TEST_F(CudaOps, CopyWithItsSumOfSquaresHasTheBitsOfTheTwoOps) {
+  const int64_t n = 2 * 65536 + 37;
+  const std::vector<float> x = random_values(n + 1, 54, -70000.0f, 70000.0f);
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (int64_t offset : {0, 1}) {
+      std::vector<uint8_t> stored[3];
+      double sums[3] = {};
+      for (int run = 0; run < 3; ++run) {  // the CPU, the fused device op, the two device ops
+        Backend& be = run == 0 ? static_cast<Backend&>(cpu()) : static_cast<Backend&>(gpu());
+        const Tensor src = upload(be, x, {n + 1}, DType::kF32).view(offset, {n});
+        Tensor dst = be.empty({n}, dtype, MemoryCategory::kOther);
+        be.fill(dst, kNaN);
+        Tensor sum = be.empty({1}, DType::kF64, MemoryCategory::kOther);
+        if (run == 2) {
+          be.copy(dst, src);
+          be.sum_squares(sum, dst, false);
+        } else {
+          be.copy_sum_squares(dst, src, sum);
+        }
+        stored[run] = download_bytes(be, dst);
+        be.copy_to_host(&sums[run], sum);
+      }
+      const std::string what = std::string(dtype_name(dtype)) + " offset " + std::to_string(offset);
+      EXPECT_EQ(stored[1], stored[0]) << what;
+      EXPECT_EQ(stored[1], stored[2]) << what;
+      EXPECT_EQ(std::memcmp(&sums[1], &sums[2], sizeof(double)), 0)
+          << what << ": " << sums[1] << " vs " << sums[2];
+      if (std::isinf(sums[0])) {
+        EXPECT_EQ(sums[1], sums[0]) << what;
+      } else {
+        EXPECT_NEAR(sums[1], sums[0], 1e-12 * sums[0]) << what;
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, Float64TensorsAreRefusedNamingTheOp) {
   Tensor x = gpu().zeros({4}, DType::kF64, MemoryCategory::kOther);
   Tensor y = gpu().zeros({4}, DType::kF64, MemoryCategory::kOther);

@@ -77,12 +77,54 @@ TEST_P(HeldGradients, OnOneRankAtStage0TheNormReadsTheSumsTakenAsTheyWereStored)
   }
   const auto units = static_cast<int64_t>(engine.model().units().size());
   if (stage == 0) {
-    EXPECT_EQ(calls["round_in_place (+sum_squares)"], units);
+    // Stored in bf16 as they are rounded (OneMicroBatchOnOneRankHoldsThemInTheParametersDtype).
+    EXPECT_EQ(calls["copy (+sum_squares)"], units);
+    EXPECT_EQ(calls["round_in_place (+sum_squares)"], 0);
     EXPECT_EQ(calls["add_rounded (+sum_squares)"], 0);
     EXPECT_EQ(calls["sum_squares"], 0);
   } else {
     EXPECT_EQ(calls["round_in_place (+sum_squares)"], 0);
     EXPECT_GT(calls["sum_squares"], 0);
+  }
+}
+
+// Stage 0 on one rank with one micro-batch: nothing adds to or scales a gradient once stored,
+// so it is stored in the parameters' dtype (2 bytes an element, not 4) and the optimizer reads
+// it so; stage 1 reduces the f32 gradients into its partition. The losses are those of every
+// stage (MixedPrecision.Bf16StagesAgreeBitForBit runs one micro-batch too).
+TEST_P(HeldGradients, OneMicroBatchOnOneRankHoldsThemInTheParametersDtype) {
+  const int stage = GetParam();
+  backend::ProfilingBackend profiler(std::make_unique<backend::CpuBackend>());
+  comm::SelfComm self;
+  EngineSettings s = zero_settings(stage, kMicro, 1, 1);
+  s.bf16.enabled = true;
+  s.data_types.grad_accum_dtype = config::PrecisionType::kFp32;
+  Engine engine(small_model("llama", profiler), s, self);
+  const int64_t vocab = engine.model().config()->vocab_size;
+  const auto params = static_cast<size_t>(engine.model().num_parameters());
+  Allocator& allocator = profiler.allocator();
+  const size_t at_start = allocator.stats().live(MemoryCategory::kGrads);
+  allocator.reset_peaks();
+  int64_t index = 0;
+  profiler.start_profile();
+  engine.train_batch([&] { return batch_for(0, index++, kMicro, kSeqLen, vocab); });
+  const backend::KernelProfile profile = profiler.stop_profile(1, 1.0);
+  const size_t peak = allocator.stats().peak(MemoryCategory::kGrads) - at_start;
+  int64_t bf16_updates = 0, updates = 0;
+  for (const backend::KernelRecord& r : profile.records) {
+    if (r.op.rfind("optimizer_update", 0) != 0) continue;
+    updates += r.calls;
+    if (r.shape.find("grads bf16") != std::string::npos) bf16_updates += r.calls;
+  }
+  EXPECT_GT(updates, 0);
+  if (stage == 0) {
+    EXPECT_EQ(bf16_updates, updates);
+    // Every unit's bf16 gradient, and f32 micro-batch buffers only while backward fills them.
+    EXPECT_GE(peak, 2 * params);
+    EXPECT_LT(peak, 4 * params);
+  } else {
+    EXPECT_EQ(bf16_updates, 0);
+    EXPECT_GE(peak, 4 * params);
   }
 }
 

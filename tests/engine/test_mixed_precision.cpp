@@ -44,24 +44,30 @@ TEST(MixedPrecision, ResolvesDeepSpeedsDtypes) {
 }
 
 TEST(MixedPrecision, Bf16StagesAgreeBitForBit) {
-  // With f32 accumulation and communication every stage rounds at the same places.
-  auto make = [](int stage) {
-    EngineSettings s = bf16_settings(stage, 2);
-    s.data_types.grad_accum_dtype = config::PrecisionType::kFp32;
-    s.communication_data_type = config::PrecisionType::kFp32;
-    return s;
-  };
-  backend::CpuBackend cpu0;
-  comm::SelfComm self;
-  Engine reference(small_model("llama", cpu0), make(0), self);
-  std::vector<std::vector<double>> losses;
-  for (int step = 0; step < 5; ++step) losses.push_back(train_step(reference, step, 0, 8));
-  const std::vector<float> expected = to_vector(reference.gather_parameters());
-  for (int stage = 1; stage <= 3; ++stage) {
-    backend::CpuBackend cpu;
-    Engine engine(small_model("llama", cpu), make(stage), self);
-    for (int step = 0; step < 5; ++step) EXPECT_EQ(train_step(engine, step, 0, 8), losses[step]) << stage;
-    EXPECT_EQ(to_vector(engine.gather_parameters()), expected) << "stage " << stage;
+  // With f32 accumulation and communication every stage rounds at the same places. One
+  // micro-batch a step: stage 0 holds its gradients in bf16 and takes their norm as it stores
+  // them (sharding/held_unit_gradients.h); two: in f32, summed.
+  for (int64_t gas : {1, 2}) {
+    auto make = [gas](int stage) {
+      EngineSettings s = bf16_settings(stage, gas);
+      s.data_types.grad_accum_dtype = config::PrecisionType::kFp32;
+      s.communication_data_type = config::PrecisionType::kFp32;
+      return s;
+    };
+    backend::CpuBackend cpu0;
+    comm::SelfComm self;
+    Engine reference(small_model("llama", cpu0), make(0), self);
+    std::vector<std::vector<double>> losses;
+    for (int step = 0; step < 5; ++step) losses.push_back(train_step(reference, step, 0, 8));
+    const std::vector<float> expected = to_vector(reference.gather_parameters());
+    for (int stage = 1; stage <= 3; ++stage) {
+      backend::CpuBackend cpu;
+      Engine engine(small_model("llama", cpu), make(stage), self);
+      for (int step = 0; step < 5; ++step) {
+        EXPECT_EQ(train_step(engine, step, 0, 8), losses[step]) << "stage " << stage << " gas " << gas;
+      }
+      EXPECT_EQ(to_vector(engine.gather_parameters()), expected) << "stage " << stage << " gas " << gas;
+    }
   }
 }
 

@@ -135,6 +135,63 @@ TEST(HeldUnitGradients, TrackedSumsOfSquaresAreThoseOfTheStoredGradients) {
   EXPECT_FALSE(untracked.has_squared_norm(0));
 }
 
+// Held in the parameters' dtype: the same values, sums and pieces as held in f32, in half the
+// bytes; unit() and a second add widen the unit back to f32 first.
+TEST(HeldUnitGradients, InTheParametersDtypeHoldsTheSameValuesInHalfTheBytes) {
+  Fixture f;
+  const size_t units = f.layout.units().size();
+  const size_t before = f.cpu.allocator().stats().live(MemoryCategory::kGrads);
+  HeldUnitGradients wide(f.cpu, f.layout, f.segments, DType::kBF16, true);
+  HeldUnitGradients narrow(f.cpu, f.layout, f.segments, DType::kBF16, true,
+                           /*hold_in_param_dtype=*/true);
+  for (size_t u = 0; u < units; ++u) {
+    const auto seed = static_cast<uint32_t>(60 + u);
+    wide.add(u, random_f32(f.cpu, f.layout.unit(u).padded_numel, seed));
+    const size_t held_before = f.cpu.allocator().stats().live(MemoryCategory::kGrads);
+    narrow.add(u, random_f32(f.cpu, f.layout.unit(u).padded_numel, seed));
+    // (The first add also makes the f64 slots of the units' sums of squares.)
+    const size_t sums = u == 0 ? sizeof(double) * units : 0;
+    EXPECT_EQ(f.cpu.allocator().stats().live(MemoryCategory::kGrads) - held_before,
+              2 * static_cast<size_t>(f.layout.unit(u).numel) + sums)
+        << "unit " << u << ": bf16, and the f32 buffer not kept";
+    EXPECT_EQ(narrow.held_dtype(u), DType::kBF16);
+    ASSERT_TRUE(narrow.has_squared_norm(u));
+    const double a = wide.squared_norm(u).data<double>()[0];
+    const double b = narrow.squared_norm(u).data<double>()[0];
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof(double)), 0) << "unit " << u << ": " << a << " vs " << b;
+  }
+  {
+    const std::vector<backend::UpdatePiece> wide_pieces = wide.pieces();
+    const std::vector<backend::UpdatePiece> narrow_pieces = narrow.pieces();
+    ASSERT_EQ(wide_pieces.size(), narrow_pieces.size());
+    for (size_t i = 0; i < wide_pieces.size(); ++i) {
+      EXPECT_EQ(narrow_pieces[i].offset, wide_pieces[i].offset);
+      EXPECT_EQ(narrow_pieces[i].grads.dtype(), DType::kBF16);
+      Tensor widened =
+          f.cpu.empty({narrow_pieces[i].grads.numel()}, DType::kF32, MemoryCategory::kOther);
+      f.cpu.copy(widened, narrow_pieces[i].grads);
+      EXPECT_EQ(values(widened), values(wide_pieces[i].grads)) << "piece " << i;
+    }
+    // A view stays in bf16 (and hands the gradient out); unit() widens to f32, the same values.
+    const Tensor view = narrow.view(f.layout.unit(1).flat_begin, 5);
+    EXPECT_EQ(view.dtype(), DType::kBF16);
+    EXPECT_FALSE(narrow.has_squared_norm(1));
+    const Tensor unit0 = narrow.unit(0);
+    EXPECT_EQ(unit0.dtype(), DType::kF32);
+    EXPECT_EQ(narrow.held_dtype(0), DType::kF32);
+    EXPECT_EQ(values(unit0), values(wide.unit(0)));
+    // A second micro-batch widens first, then adds rounded as the f32 holder does.
+    const Tensor extra = random_f32(f.cpu, f.layout.unit(2).padded_numel, 70);
+    wide.add(2, extra);
+    narrow.add(2, extra);
+    EXPECT_EQ(narrow.held_dtype(2), DType::kF32);
+    EXPECT_EQ(values(narrow.unit(2)), values(wide.unit(2)));
+  }  // the pieces and views let go of the gradients
+  wide.clear();
+  narrow.clear();
+  EXPECT_EQ(f.cpu.allocator().stats().live(MemoryCategory::kGrads), before);
+}
+
 TEST(HeldUnitGradients, HoldsGradientBytesOnlyUntilCleared) {
   Fixture f;
   const size_t before = f.cpu.allocator().stats().live(MemoryCategory::kGrads);

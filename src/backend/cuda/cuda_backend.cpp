@@ -464,6 +464,20 @@ void CudaBackend::round_in_place_sum_squares(Tensor& values, DType through,
                                    values.numel(), partials.raw_data(), current());
 }
 
+void CudaBackend::copy_sum_squares(Tensor& dst, const Tensor& src, Tensor& squared_sum) {
+  const Checks check(device(), "copy_sum_squares");
+  check.contiguous(dst, "dst").contiguous(src, "src").dtype(src, DType::kF32, "src");
+  check.contiguous(squared_sum, "squared_sum").dtype(squared_sum, DType::kF64, "squared_sum");
+  if (squared_sum.numel() != 1) check.fail("squared_sum must be f64 [1], got " + squared_sum.describe());
+  if (dst.numel() != src.numel()) {
+    check.fail("dst " + dst.describe() + " and src " + src.describe() + " differ in size");
+  }
+  Tensor partials = scratch(cuda::reduction_scratch_bytes(src.numel()));
+  cuda::launch_copy_sum_squares(static_cast<double*>(squared_sum.raw_data()), dst.raw_data(),
+                                dst.dtype(), static_cast<const float*>(src.raw_data()), src.numel(),
+                                partials.raw_data(), current());
+}
+
 void CudaBackend::round_in_place(Tensor& values, DType through) {
   const Checks check(device(), "round_in_place");
   check.contiguous(values, "values").dtype(values, DType::kF32, "values");
@@ -1037,8 +1051,15 @@ void CudaBackend::update_optimizer(OptimizerKind kind, Tensor& params, const Ten
                                    const OptimizerHyper& hyper, Tensor* param_copy) {
   const Checks check(device(), "optimizer_update");
   check.contiguous(params, "params").contiguous(grads, "grads");
-  check.dtype(params, DType::kF32, "params").dtype(grads, DType::kF32, "grads");
-  check.same_shape(params, grads, "params", "grads");
+  check.dtype(params, DType::kF32, "params").same_shape(params, grads, "params", "grads");
+  const bool wide_grads = grads.dtype() == DType::kF32;
+  if (!wide_grads && grads.dtype() != DType::kBF16 && grads.dtype() != DType::kF16) {
+    check.fail("grads must be f32, bf16 or f16, got " + grads.describe());
+  }
+  if (!wide_grads && param_copy != nullptr && param_copy->dtype() != grads.dtype()) {
+    check.fail(std::string(dtype_name(grads.dtype())) + " grads need a parameter copy of their dtype, got " +
+               param_copy->describe());
+  }
   if (param_copy != nullptr) {
     check.contiguous(*param_copy, "param_copy");
     if (param_copy->numel() != params.numel() || !dtype_is_floating(param_copy->dtype()) ||
@@ -1064,8 +1085,8 @@ void CudaBackend::update_optimizer(OptimizerKind kind, Tensor& params, const Ten
                  ") is outside the " + std::to_string(n) + "-element buffer");
     }
   }
-  cuda::launch_optimizer_update(kind, static_cast<float*>(params.raw_data()),
-                                static_cast<const float*>(grads.raw_data()),
+  cuda::launch_optimizer_update(kind, static_cast<float*>(params.raw_data()), grads.raw_data(),
+                                grads.dtype(),
                                 static_cast<float*>(state[0].raw_data()),
                                 wanted == 2 ? static_cast<float*>(state[1].raw_data()) : nullptr,
                                 segments.data(), segments.size(), hyper,

@@ -92,6 +92,7 @@ class CudaBackend final : public Backend {
   void add_rounded(Tensor& acc, const Tensor& x, DType through) override;
   void round_in_place(Tensor& values, DType through) override;
   void round_in_place_sum_squares(Tensor& values, DType through, Tensor& squared_sum) override;
+  void copy_sum_squares(Tensor& dst, const Tensor& src, Tensor& squared_sum) override;
   void scale(Tensor& y, double alpha) override;
   void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
               double alpha, double beta) override;

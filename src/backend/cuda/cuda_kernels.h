@@ -227,13 +227,19 @@ void launch_sum_into(double* out, const void* x, DType dtype, int64_t n, bool sq
 // sum of their squares with launch_sum_into's bits (scratch: reduction_scratch_bytes(n)).
 void launch_rounded_sum_squares(double* out, float* values, DType through, int64_t n,
                                 void* scratch, cudaStream_t stream);
+// dst (dst_dtype) = src (f32) rounded to nearest even as Backend::copy rounds, and out[0] = the
+// sum of squares of the stored values with launch_sum_into's bits (Backend::copy_sum_squares).
+void launch_copy_sum_squares(double* out, void* dst, DType dst_dtype, const float* src, int64_t n,
+                             void* scratch, cudaStream_t stream);
 
 // ---- optimizer updates (cuda_optimizers.cu) ----------------------------------------------------
 // Same formulas, in the same f32 operation order, as backend/cpu/cpu_optimizers.cpp. `state1`
 // is null for kinds with one state buffer. `segments` is a host array. With `copy` (elements of
 // copy_dtype, params' numel), each updated element is also stored there rounded to nearest even,
-// as Backend::copy would round it.
-void launch_optimizer_update(OptimizerKind kind, float* params, const float* grads, float* state0,
+// as Backend::copy would round it. grads are f32, or 16-bit (grads_dtype) when copy_dtype is the
+// same 16-bit type or there is no copy.
+void launch_optimizer_update(OptimizerKind kind, float* params, const void* grads,
+                             DType grads_dtype, float* state0,
                              float* state1, const ParamSegment* segments, size_t segment_count,
                              const OptimizerHyper& hyper, void* copy, DType copy_dtype,
                              cudaStream_t stream);

@@ -8,8 +8,13 @@
 // one block per chunk (a block finds its segment by binary search over the batch's chunk
 // prefix): every block has work, however unequal the segments (a 2 Ki-element norm weight
 // beside a 65 Mi-element embedding; sizing the grid for the longest left most blocks empty).
-// Aligned chunks move four elements per 16-byte access; the per-element arithmetic is the
-// scalar path's, so the bits do not depend on the path. Lamb keeps one block per segment.
+// Aligned chunks move four elements per 16-byte access (a 16-bit gradient's four per 8-byte
+// access); the per-element arithmetic is the scalar path's, so the bits do not depend on the
+// path. Lamb keeps one block per segment.
+//
+// Gradients are f32 or held in the parameters' 16-bit dtype (one-micro-batch steps at stage 0:
+// the rounded gradient loses nothing in 16 bits); a 16-bit gradient widens exactly, so the
+// update's bits are those of an f32 gradient of the same values.
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -120,10 +125,25 @@ __device__ __forceinline__ void store_copy4(C* copy, int64_t i, const float (&v)
   }
 }
 
+// Four gradient elements at g + i (16-byte aligned for f32, 8-byte for 16-bit types), widened.
+template <typename G>
+__device__ __forceinline__ void load_grad4(const G* g, int64_t i, float (&out)[4]) {
+  if constexpr (sizeof(G) == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(g + i);
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  } else {
+    const uint2 bits = *reinterpret_cast<const uint2*>(g + i);
+    G packed[4];
+    std::memcpy(packed, &bits, sizeof(bits));
+#pragma unroll
+    for (int l = 0; l < 4; ++l) out[l] = load_f32(packed, l);
+  }
+}
+
 // grid: one block per chunk of the batch's segments (SegmentBatch::first_chunk).
-template <typename Step, typename C>
+template <typename Step, typename C, typename G>
 __global__ void __launch_bounds__(kThreads)
-    chunked_update(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ s0,
+    chunked_update(float* __restrict__ p, const G* __restrict__ g, float* __restrict__ s0,
                    float* __restrict__ s1, SegmentBatch batch, Step step, C* __restrict__ copy) {
   int lo = 0, hi = batch.count - 1;  // the last segment whose first chunk is <= blockIdx.x
   while (lo < hi) {
@@ -136,7 +156,9 @@ __global__ void __launch_bounds__(kThreads)
   constexpr bool kTwoStates = Step::kStates == 2;
   float unused = 0.0f;
   // Vectors when every array is 16-byte aligned at `begin` (and the copy 8-byte aligned).
-  bool vectors = aligned16(p + begin) && aligned16(g + begin) && aligned16(s0 + begin) &&
+  bool vectors = aligned16(p + begin) &&
+                 reinterpret_cast<uintptr_t>(g + begin) % (4 * sizeof(G)) == 0 &&
+                 aligned16(s0 + begin) &&
                  (!kTwoStates || aligned16(s1 + begin));
   if constexpr (!std::is_same_v<C, NoCopy>) {
     vectors = vectors && reinterpret_cast<uintptr_t>(copy + begin) % (4 * sizeof(C)) == 0;
@@ -144,12 +166,12 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t vector_end = vectors ? begin + (end - begin) / 4 * 4 : begin;
   for (int64_t i = begin + 4 * int64_t{threadIdx.x}; i < vector_end; i += 4 * kThreads) {
     float4 pv = *reinterpret_cast<const float4*>(p + i);
-    const float4 gv = *reinterpret_cast<const float4*>(g + i);
+    float gl[4];
+    load_grad4(g, i, gl);
     float4 av = *reinterpret_cast<const float4*>(s0 + i);
     float4 bv = kTwoStates ? *reinterpret_cast<const float4*>(s1 + i) : make_float4(0, 0, 0, 0);
     float pl[4] = {pv.x, pv.y, pv.z, pv.w}, al[4] = {av.x, av.y, av.z, av.w};
     float bl[4] = {bv.x, bv.y, bv.z, bv.w};
-    const float gl[4] = {gv.x, gv.y, gv.z, gv.w};
 #pragma unroll
     for (int l = 0; l < 4; ++l) step(pl[l], gl[l], al[l], bl[l], seg);
     *reinterpret_cast<float4*>(p + i) = make_float4(pl[0], pl[1], pl[2], pl[3]);
@@ -160,7 +182,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i = vector_end + threadIdx.x; i < end; i += kThreads) {
     float pe = p[i], ae = s0[i];
     float& be = kTwoStates ? s1[i] : unused;
-    step(pe, g[i], ae, be, seg);
+    step(pe, load_f32(g, i), ae, be, seg);
     p[i] = pe;
     s0[i] = ae;
     store_copy(copy, i, pe);
@@ -173,8 +195,8 @@ struct LambConstants {
 };
 
 // One block per segment (gridDim.x == 1).
-template <typename C>
-__global__ void lamb_kernel(float* p, const float* g, float* m, float* v, SegmentBatch batch,
+template <typename C, typename G>
+__global__ void lamb_kernel(float* p, const G* g, float* m, float* v, SegmentBatch batch,
                             LambConstants k, C* copy) {
   __shared__ double shared[kWarp];
   const Segment seg = batch.segment[blockIdx.y];
@@ -182,7 +204,7 @@ __global__ void lamb_kernel(float* p, const float* g, float* m, float* v, Segmen
   double p_norm_sq = 0.0, u_norm_sq = 0.0;
   for (int64_t j = threadIdx.x; j < seg.length; j += blockDim.x) {
     const int64_t i = seg.offset + j;
-    const float grad = g[i] * k.grad_scale;
+    const float grad = load_f32(g, i) * k.grad_scale;
     m[i] = k.b1 * m[i] + (1.0f - k.b1) * grad;
     v[i] = k.b2 * v[i] + (1.0f - k.b2) * grad * grad;
     const float u = (m[i] * k.inv_bc1) / (sqrtf(v[i] * k.inv_bc2) + k.eps) + wd * p[i];
@@ -204,8 +226,8 @@ __global__ void lamb_kernel(float* p, const float* g, float* m, float* v, Segmen
   }
 }
 
-template <typename C>
-void launch_update(OptimizerKind kind, float* params, const float* grads, float* state0,
+template <typename C, typename G>
+void launch_update(OptimizerKind kind, float* params, const G* grads, float* state0,
                    float* state1, const ParamSegment* segments, size_t segment_count,
                    const OptimizerHyper& h, C* copy, cudaStream_t stream) {
   const double bc1 = h.bias_correction ? 1.0 - std::pow(h.beta1, static_cast<double>(h.step)) : 1.0;
@@ -239,7 +261,7 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
             static_cast<float>(h.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
             static_cast<float>(h.eps),      static_cast<float>(h.grad_scale),
             h.adam_w_mode};
-        chunked_update<AdamStep, C><<<blocks, kThreads, 0, stream>>>(params, grads, state0, state1,
+        chunked_update<AdamStep, C, G><<<blocks, kThreads, 0, stream>>>(params, grads, state0, state1,
                                                                      batch, AdamStep{k}, copy);
         break;
       }
@@ -253,21 +275,21 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
                               h.lr,
                               h.lamb_min_coeff,
                               h.lamb_max_coeff};
-        lamb_kernel<C><<<dim3(1, static_cast<unsigned>(count)), 1024, 0, stream>>>(
+        lamb_kernel<C, G><<<dim3(1, static_cast<unsigned>(count)), 1024, 0, stream>>>(
             params, grads, state0, state1, batch, k, copy);
         break;
       }
       case OptimizerKind::kLion: {
         const LionConstants k{static_cast<float>(h.beta1), static_cast<float>(h.beta2),
                               static_cast<float>(h.lr), static_cast<float>(h.grad_scale)};
-        chunked_update<LionStep, C><<<blocks, kThreads, 0, stream>>>(params, grads, state0, nullptr,
+        chunked_update<LionStep, C, G><<<blocks, kThreads, 0, stream>>>(params, grads, state0, nullptr,
                                                                      batch, LionStep{k}, copy);
         break;
       }
       case OptimizerKind::kAdagrad: {
         const AdagradConstants k{static_cast<float>(h.lr), static_cast<float>(h.eps),
                                  static_cast<float>(h.grad_scale)};
-        chunked_update<AdagradStep, C><<<blocks, kThreads, 0, stream>>>(
+        chunked_update<AdagradStep, C, G><<<blocks, kThreads, 0, stream>>>(
             params, grads, state0, nullptr, batch, AdagradStep{k}, copy);
         break;
       }
@@ -276,21 +298,44 @@ void launch_update(OptimizerKind kind, float* params, const float* grads, float*
   }
 }
 
-}  // namespace
 
-void launch_optimizer_update(OptimizerKind kind, float* params, const float* grads, float* state0,
-                             float* state1, const ParamSegment* segments, size_t segment_count,
-                             const OptimizerHyper& hyper, void* copy, DType copy_dtype,
-                             cudaStream_t stream) {
+template <typename G>
+void launch_for_gradients(OptimizerKind kind, float* params, const G* grads, float* state0,
+                          float* state1, const ParamSegment* segments, size_t segment_count,
+                          const OptimizerHyper& hyper, void* copy, DType copy_dtype,
+                          cudaStream_t stream) {
   if (copy == nullptr) {
-    launch_update<NoCopy>(kind, params, grads, state0, state1, segments, segment_count, hyper,
-                          nullptr, stream);
+    launch_update<NoCopy, G>(kind, params, grads, state0, state1, segments, segment_count, hyper,
+                             nullptr, stream);
     return;
   }
-  dispatch_storage(copy_dtype, "optimizer_update's parameter copy", [&](auto tag) {
-    using C = decltype(tag);
-    launch_update<C>(kind, params, grads, state0, state1, segments, segment_count, hyper,
-                     static_cast<C*>(copy), stream);
+  if constexpr (std::is_same_v<G, float>) {
+    dispatch_storage(copy_dtype, "optimizer_update's parameter copy", [&](auto tag) {
+      using C = decltype(tag);
+      launch_update<C, G>(kind, params, grads, state0, state1, segments, segment_count, hyper,
+                          static_cast<C*>(copy), stream);
+    });
+  } else {
+    // A 16-bit gradient comes with parameters of its own dtype (the held gradients' case).
+    ZERO_CHECK(copy_dtype == DTypeOf<G>::value,
+               "optimizer_update: " << dtype_name(DTypeOf<G>::value) << " gradients with a "
+                                    << dtype_name(copy_dtype) << " parameter copy");
+    launch_update<G, G>(kind, params, grads, state0, state1, segments, segment_count, hyper,
+                        static_cast<G*>(copy), stream);
+  }
+}
+
+}  // namespace
+
+void launch_optimizer_update(OptimizerKind kind, float* params, const void* grads,
+                             DType grads_dtype, float* state0, float* state1,
+                             const ParamSegment* segments, size_t segment_count,
+                             const OptimizerHyper& hyper, void* copy, DType copy_dtype,
+                             cudaStream_t stream) {
+  dispatch_storage(grads_dtype, "optimizer_update's gradients", [&](auto tag) {
+    using G = decltype(tag);
+    launch_for_gradients(kind, params, static_cast<const G*>(grads), state0, state1, segments,
+                         segment_count, hyper, copy, copy_dtype, stream);
   });
 }
 

@@ -2,6 +2,8 @@
 // kChunk elements, one block each, reduced in f64 with a fixed tree; then one block adds the
 // chunk sums (each thread a fixed strided subset in order, then the fixed tree). The result
 // depends only on n, never on timing. Inf/NaN elements propagate (the overflow check relies on it).
+#include <type_traits>
+
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
 
@@ -28,15 +30,18 @@ __global__ void chunk_sums_kernel(double* partial, const T* x, int64_t n) {
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-// chunk_sums_kernel<float, true> over the values it first rounds through R in place: the same
-// chunks, the same element per thread and the same tree, so the sums have sum_squares's bits
-// over the stored values. Each thread loads kRoundUnroll elements before it stores any: the
-// compiler would not move a load above the previous element's store, leaving one 4-byte load in
-// flight per thread - a third of the bandwidth a pass over a gradient needs.
+// chunk_sums_kernel<float, true> over the values it first rounds through R: the same chunks, the
+// same element per thread and the same tree, so the sums have sum_squares's bits over the stored
+// values. The rounded values go to `out`: f32 (possibly `values` itself: rounding in place) or R
+// (a copy in the parameters' dtype). Each thread loads kRoundUnroll elements before it stores
+// any: the compiler would not move a load above the previous element's store, leaving one 4-byte
+// load in flight per thread - a third of the bandwidth a pass over a gradient needs.
 constexpr int kRoundUnroll = 8;
 
-template <typename R>
-__global__ void rounded_chunk_squares_kernel(double* partial, float* values, int64_t n) {
+template <typename R, typename Out>
+__global__ void rounded_chunk_squares_kernel(double* partial, const float* values, Out* out,
+                                             int64_t n) {
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, R>);
   __shared__ double shared[kWarp];
   const int64_t begin = blockIdx.x * kChunk;
   const int64_t end = min(n, begin + kChunk);
@@ -54,7 +59,7 @@ __global__ void rounded_chunk_squares_kernel(double* partial, float* values, int
       const int64_t i = first + u * step;
       if (i < end) {
         const float stored = rounded_through<R>(loaded[u]);
-        values[i] = stored;
+        store_f32(out, i, stored);  // exact: `stored` is representable in Out
         const double v = static_cast<double>(stored);
         acc += v * v;
       }
@@ -113,8 +118,25 @@ void launch_rounded_sum_squares(double* out, float* values, DType through, int64
   if (chunks > 0) {
     dispatch_storage(through, "rounded_sum_squares", [&](auto tag) {
       using R = decltype(tag);
-      rounded_chunk_squares_kernel<R><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
-          partial, values, n);
+      rounded_chunk_squares_kernel<R, float><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+          partial, values, values, n);
+    });
+    ZERO_CUDA_CHECK_LAUNCH();
+  }
+  finish_kernel<<<1, kFinishThreads, 0, stream>>>(out, partial, chunks, 1.0, false);
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_copy_sum_squares(double* out, void* dst, DType dst_dtype, const float* src, int64_t n,
+                             void* scratch, cudaStream_t stream) {
+  const int64_t chunks = chunks_of(n);
+  ZERO_CHECK(chunks <= INT32_MAX, "sum over " << n << " elements exceeds the grid");
+  auto* partial = static_cast<double*>(scratch);
+  if (chunks > 0) {
+    dispatch_storage(dst_dtype, "copy_sum_squares", [&](auto tag) {
+      using R = decltype(tag);
+      rounded_chunk_squares_kernel<R, R><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+          partial, src, static_cast<R*>(dst), n);
     });
     ZERO_CUDA_CHECK_LAUNCH();
   }

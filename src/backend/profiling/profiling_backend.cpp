@@ -37,6 +37,13 @@ CallDescription elementwise(std::string shape, const Tensor& main) {
   return {std::move(shape), main.dtype(), 0.0};
 }
 
+// An optimizer update's shape, naming its gradients' dtype where it is not f32 (held gradients).
+std::string update_shape(const Tensor& params, const Tensor& grads) {
+  std::string out = shapes({{"params", &params}});
+  if (grads.dtype() != DType::kF32) out += std::string(" grads ") + dtype_name(grads.dtype());
+  return out;
+}
+
 // x[N, in] @ w[out, in]^T: 2 FLOPs per multiply-add.
 double linear_flops(const Tensor& x, const Tensor& w) {
   const double in = static_cast<double>(w.size(1));
@@ -124,6 +131,12 @@ void ProfilingBackend::add(Tensor& y, const Tensor& x, double alpha) {
 void ProfilingBackend::round_in_place(Tensor& values, DType through) {
   timed("round_in_place", [&] { return elementwise(shapes({{"values", &values}}), values); },
         [&] { inner_->round_in_place(values, through); });
+}
+
+void ProfilingBackend::copy_sum_squares(Tensor& dst, const Tensor& src, Tensor& squared_sum) {
+  timed("copy (+sum_squares)",
+        [&] { return elementwise(shapes({{"dst", &dst}}) + " from " + dtype_name(src.dtype()), dst); },
+        [&] { inner_->copy_sum_squares(dst, src, squared_sum); });
 }
 
 void ProfilingBackend::round_in_place_sum_squares(Tensor& values, DType through,
@@ -364,7 +377,7 @@ void ProfilingBackend::optimizer_update(OptimizerKind kind, Tensor& params, cons
                                         std::span<Tensor> state,
                                         std::span<const ParamSegment> segments,
                                         const OptimizerHyper& hyper) {
-  timed("optimizer_update", [&] { return elementwise(shapes({{"params", &params}}), params); },
+  timed("optimizer_update", [&] { return elementwise(update_shape(params, grads), params); },
         [&] { inner_->optimizer_update(kind, params, grads, state, segments, hyper); });
 }
 
@@ -373,7 +386,7 @@ void ProfilingBackend::optimizer_update_with_copy(OptimizerKind kind, Tensor& pa
                                                   std::span<const ParamSegment> segments,
                                                   const OptimizerHyper& hyper, Tensor& param_copy) {
   timed("optimizer_update (+16-bit copy)",
-        [&] { return elementwise(shapes({{"params", &params}}), params); },
+        [&] { return elementwise(update_shape(params, grads), params); },
         [&] { inner_->optimizer_update_with_copy(kind, params, grads, state, segments, hyper, param_copy); });
 }
 
