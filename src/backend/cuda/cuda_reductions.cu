@@ -110,16 +110,22 @@ void launch_sum_into(double* out, const void* x, DType dtype, int64_t n, bool sq
   ZERO_CUDA_CHECK_LAUNCH();
 }
 
-void launch_rounded_sum_squares(double* out, float* values, DType through, int64_t n,
-                                void* scratch, cudaStream_t stream) {
+namespace {
+
+// rounded_chunk_squares_kernel over n values, then the chunk sums into out[0]: the rounded
+// values stay f32 (in place, kToDtype false) or go to `rounded` in `dtype`.
+template <bool kToDtype>
+void launch_rounded_squares(double* out, const float* values, void* rounded, DType dtype,
+                            int64_t n, void* scratch, cudaStream_t stream) {
   const int64_t chunks = chunks_of(n);
   ZERO_CHECK(chunks <= INT32_MAX, "sum over " << n << " elements exceeds the grid");
   auto* partial = static_cast<double*>(scratch);
   if (chunks > 0) {
-    dispatch_storage(through, "rounded_sum_squares", [&](auto tag) {
+    dispatch_storage(dtype, "rounded_sum_squares", [&](auto tag) {
       using R = decltype(tag);
-      rounded_chunk_squares_kernel<R, float><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
-          partial, values, values, n);
+      using Out = std::conditional_t<kToDtype, R, float>;
+      rounded_chunk_squares_kernel<R, Out><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+          partial, values, static_cast<Out*>(rounded), n);
     });
     ZERO_CUDA_CHECK_LAUNCH();
   }
@@ -127,21 +133,16 @@ void launch_rounded_sum_squares(double* out, float* values, DType through, int64
   ZERO_CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
+void launch_rounded_sum_squares(double* out, float* values, DType through, int64_t n,
+                                void* scratch, cudaStream_t stream) {
+  launch_rounded_squares<false>(out, values, values, through, n, scratch, stream);
+}
+
 void launch_copy_sum_squares(double* out, void* dst, DType dst_dtype, const float* src, int64_t n,
                              void* scratch, cudaStream_t stream) {
-  const int64_t chunks = chunks_of(n);
-  ZERO_CHECK(chunks <= INT32_MAX, "sum over " << n << " elements exceeds the grid");
-  auto* partial = static_cast<double*>(scratch);
-  if (chunks > 0) {
-    dispatch_storage(dst_dtype, "copy_sum_squares", [&](auto tag) {
-      using R = decltype(tag);
-      rounded_chunk_squares_kernel<R, R><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
-          partial, src, static_cast<R*>(dst), n);
-    });
-    ZERO_CUDA_CHECK_LAUNCH();
-  }
-  finish_kernel<<<1, kFinishThreads, 0, stream>>>(out, partial, chunks, 1.0, false);
-  ZERO_CUDA_CHECK_LAUNCH();
+  launch_rounded_squares<true>(out, src, dst, dst_dtype, n, scratch, stream);
 }
 
 }  // namespace zero::backend::cuda
