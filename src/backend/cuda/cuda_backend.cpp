@@ -1057,8 +1057,8 @@ void CudaBackend::update_optimizer(OptimizerKind kind, Tensor& params, const Ten
     check.fail("grads must be f32, bf16 or f16, got " + grads.describe());
   }
   if (!wide_grads && param_copy != nullptr && param_copy->dtype() != grads.dtype()) {
-    check.fail(std::string(dtype_name(grads.dtype())) + " grads need a parameter copy of their dtype, got " +
-               param_copy->describe());
+    check.fail(std::string(dtype_name(grads.dtype())) +
+               " grads need a parameter copy of their dtype, got " + param_copy->describe());
   }
   if (param_copy != nullptr) {
     check.contiguous(*param_copy, "param_copy");

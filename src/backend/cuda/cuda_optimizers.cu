@@ -261,8 +261,8 @@ void launch_update(OptimizerKind kind, float* params, const G* grads, float* sta
             static_cast<float>(h.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
             static_cast<float>(h.eps),      static_cast<float>(h.grad_scale),
             h.adam_w_mode};
-        chunked_update<AdamStep, C, G><<<blocks, kThreads, 0, stream>>>(params, grads, state0, state1,
-                                                                     batch, AdamStep{k}, copy);
+        chunked_update<AdamStep, C, G><<<blocks, kThreads, 0, stream>>>(
+            params, grads, state0, state1, batch, AdamStep{k}, copy);
         break;
       }
       case OptimizerKind::kLamb: {
@@ -282,8 +282,8 @@ void launch_update(OptimizerKind kind, float* params, const G* grads, float* sta
       case OptimizerKind::kLion: {
         const LionConstants k{static_cast<float>(h.beta1), static_cast<float>(h.beta2),
                               static_cast<float>(h.lr), static_cast<float>(h.grad_scale)};
-        chunked_update<LionStep, C, G><<<blocks, kThreads, 0, stream>>>(params, grads, state0, nullptr,
-                                                                     batch, LionStep{k}, copy);
+        chunked_update<LionStep, C, G><<<blocks, kThreads, 0, stream>>>(
+            params, grads, state0, nullptr, batch, LionStep{k}, copy);
         break;
       }
       case OptimizerKind::kAdagrad: {
