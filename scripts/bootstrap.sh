@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
+  ccache                      # the CUDA simulator's build reuses the default build's objects
   libopenblas-openmp-dev      # BLAS (OpenMP threading, shares the pool with our kernels)
   libopenmpi-dev openmpi-bin  # MPI for multi-rank runs
   nlohmann-json3-dev          # JSON (configs, safetensors headers)

@@ -9,7 +9,10 @@ ctest --preset default "$@"
 # the `cuda` tests run for real without a GPU. Needs only the CUDA toolkit's headers; builds just
 # the cuda test executables.
 if [ -e "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
-  cmake --preset cuda-sim >/dev/null
+  # Through ccache (scripts/compiler_launcher.sh) the library sources that include no CUDA header
+  # come from the default build's objects: the two presets compile them with the same flags.
+  source scripts/compiler_launcher.sh
+  cmake --preset cuda-sim "${zero_launcher_args[@]}" >/dev/null
   cmake --build --preset cuda-sim -- -j"$(nproc)"
   # Streams run lazily: work waits in its stream's queue until the host needs it, so a stream
   # that reads another's results without an event wait reads stale data and fails a comparison.

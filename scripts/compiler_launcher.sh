@@ -1,0 +1,10 @@
+# Sourced by scripts/build.sh and scripts/test.sh: zero_launcher_args holds the CMake arguments
+# that compile C++ through ccache where it is installed, else nothing.
+#
+# ccache's preprocessor mode hashes the preprocessed source and the flags that are not
+# preprocessor flags, so the default and cuda-sim presets share every library object whose
+# source does not include a CUDA header. ZERO_CCACHE=0 compiles without it.
+zero_launcher_args=()
+if [ "${ZERO_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1; then
+  zero_launcher_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
