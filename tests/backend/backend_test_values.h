@@ -115,6 +115,31 @@ inline std::vector<uint8_t> download_bytes(Backend& backend, const Tensor& t) {
   return bytes;
 }
 
+// The state tensors an optimizer update of `kind` reads (two moments for Adam and Lamb, one for
+// the others): f32 [n], random in [0, 0.01) from seeds `seed`, `seed` + 1 (a second moment must
+// not be negative).
+inline std::vector<Tensor> random_optimizer_state(Backend& backend, OptimizerKind kind, int64_t n,
+                                                  uint32_t seed) {
+  const int states = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
+  std::vector<Tensor> state;
+  for (int s = 0; s < states; ++s) {
+    state.push_back(upload(backend, random_values(n, seed + static_cast<uint32_t>(s), 0.0f, 0.01f),
+                           {n}, DType::kF32));
+  }
+  return state;
+}
+
+// Everything an optimizer update writes, as doubles: the parameters, then each state tensor.
+inline std::vector<double> download_update(Backend& backend, const Tensor& params,
+                                           const std::vector<Tensor>& state) {
+  std::vector<double> out = download(backend, params);
+  for (const Tensor& s : state) {
+    const std::vector<double> values = download(backend, s);
+    out.insert(out.end(), values.begin(), values.end());
+  }
+  return out;
+}
+
 // Tolerance of a comparison with the CPU oracle: |gpu - cpu| <= atol + rtol * |cpu|.
 struct Tolerance {
   double rtol;

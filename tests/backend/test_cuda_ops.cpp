@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "cuda_test_support.h"
 
@@ -19,6 +21,34 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 const DType kStorageTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
 class CudaOps : public CudaTest {};
+
+// A fused "store + sum of squares" op (a held gradient's norm taken as it is stored) run three
+// ways: the CPU's fused op, the device's fused op, the device's two separate ops.
+// `run(backend, fused, sum)` runs one of them and returns the tensor it stored. The device's
+// fused op must leave the separate ops' bytes and sum bit for bit, and the CPU's bytes; the CPU
+// sums in its own order, so its sum agrees within f64 rounding (or is the same infinity).
+template <typename Run>
+void expect_fused_sum_of_squares_matches(Backend& cpu_backend, Backend& gpu_backend,
+                                         const std::string& what, Run&& run) {
+  std::vector<uint8_t> stored[3];
+  double sums[3] = {};
+  for (int r = 0; r < 3; ++r) {
+    Backend& be = r == 0 ? cpu_backend : gpu_backend;
+    Tensor sum = be.empty({1}, DType::kF64, MemoryCategory::kOther);
+    const Tensor out = run(be, r != 2, sum);
+    stored[r] = download_bytes(be, out);
+    be.copy_to_host(&sums[r], sum);
+  }
+  EXPECT_EQ(stored[1], stored[0]) << what;
+  EXPECT_EQ(stored[1], stored[2]) << what;
+  EXPECT_EQ(std::memcmp(&sums[1], &sums[2], sizeof(double)), 0)
+      << what << ": " << sums[1] << " vs " << sums[2];
+  if (std::isinf(sums[0])) {
+    EXPECT_EQ(sums[1], sums[0]) << what;
+  } else {
+    EXPECT_NEAR(sums[1], sums[0], 1e-12 * sums[0]) << what;
+  }
+}
 
 TEST_F(CudaOps, FillAndConversionsMatchTheCpuBitForBit) {
   const std::vector<float> values = random_values(1000, 1, -70000.0f, 70000.0f);
@@ -122,32 +152,17 @@ TEST_F(CudaOps, RoundingWithItsSumOfSquaresHasTheBitsOfTheTwoOps) {
   const int64_t n = 2 * 65536 + 37;
   const std::vector<float> x = random_values(n, 53, -70000.0f, 70000.0f);
   for (DType through : {DType::kBF16, DType::kF16, DType::kF32}) {
-    std::vector<uint8_t> values[3];
-    double sums[3] = {};
-    for (int run = 0; run < 3; ++run) {  // the CPU, the fused device op, the two device ops
-      Backend& be = run == 0 ? static_cast<Backend&>(cpu()) : static_cast<Backend&>(gpu());
-      Tensor tx = upload(be, x, {n}, DType::kF32);
-      Tensor sum = be.empty({1}, DType::kF64, MemoryCategory::kOther);
-      if (run == 2) {
-        be.round_in_place(tx, through);
-        be.sum_squares(sum, tx, false);
-      } else {
-        be.round_in_place_sum_squares(tx, through, sum);
-      }
-      values[run] = download_bytes(be, tx);
-      be.copy_to_host(&sums[run], sum);
-    }
-    const char* what = dtype_name(through);
-    EXPECT_EQ(values[1], values[0]) << what;
-    EXPECT_EQ(values[1], values[2]) << what;
-    EXPECT_EQ(std::memcmp(&sums[1], &sums[2], sizeof(double)), 0)
-        << what << ": " << sums[1] << " vs " << sums[2];
-    // The CPU sums in its own order: the same value within f64 rounding, or the same infinity.
-    if (std::isinf(sums[0])) {
-      EXPECT_EQ(sums[1], sums[0]) << what;
-    } else {
-      EXPECT_NEAR(sums[1], sums[0], 1e-12 * sums[0]) << what;
-    }
+    expect_fused_sum_of_squares_matches(
+        cpu(), gpu(), dtype_name(through), [&](Backend& be, bool fused, Tensor& sum) {
+          Tensor tx = upload(be, x, {n}, DType::kF32);
+          if (fused) {
+            be.round_in_place_sum_squares(tx, through, sum);
+          } else {
+            be.round_in_place(tx, through);
+            be.sum_squares(sum, tx, false);
+          }
+          return tx;
+        });
   }
 }
 
@@ -770,18 +785,13 @@ TEST_F(CudaOps, OptimizerUpdatesMatchTheCpu) {
       hyper.weight_decay = 0.1;
       hyper.step = 3;
       hyper.adam_w_mode = adam_w;
-      const size_t states = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
       std::vector<double> res[2];
       std::vector<uint8_t> copies[2];
       int slot = 0;
       for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
         Tensor p = upload(*be, random_values(n, 34), {n}, DType::kF32);
         Tensor g = upload(*be, random_values(n, 35), {n}, DType::kF32);
-        std::vector<Tensor> state;
-        for (size_t s = 0; s < states; ++s) {
-          state.push_back(upload(*be, random_values(n, 36 + static_cast<uint32_t>(s), 0.0f, 0.01f),
-                                 {n}, DType::kF32));
-        }
+        std::vector<Tensor> state = random_optimizer_state(*be, kind, n, 36);
         for (int step = 0; step < 2; ++step) {
           // The second update with clipping folded into its gradient read.
           OptimizerHyper h = hyper;
@@ -794,11 +804,7 @@ TEST_F(CudaOps, OptimizerUpdatesMatchTheCpu) {
         be->copy(copy16, p);
         be->optimizer_update_with_copy(kind, p, g, state, segments, hyper, copy16);
         copies[slot] = download_bytes(*be, copy16);
-        res[slot] = download(*be, p);
-        for (const Tensor& s : state) {
-          const std::vector<double> sv = download(*be, s);
-          res[slot].insert(res[slot].end(), sv.begin(), sv.end());
-        }
+        res[slot] = download_update(*be, p, state);
         ++slot;
       }
       if (kind == OptimizerKind::kLamb) {
@@ -835,27 +841,18 @@ TEST_F(CudaOps, OptimizerUpdatesOverManyUnevenSegmentsMatchTheCpu) {
       hyper.weight_decay = 0.1;
       hyper.step = 2;
       hyper.grad_scale = 0.5;
-      const size_t states = kind == OptimizerKind::kAdam ? 2 : 1;
       std::vector<double> res[2];
       std::vector<uint8_t> copies[2];
       int slot = 0;
       for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
         Tensor p = upload(*be, random_values(n, 41), {n}, DType::kF32);
         Tensor g = upload(*be, random_values(n, 42), {n}, DType::kF32);
-        std::vector<Tensor> state;
-        for (size_t s = 0; s < states; ++s) {
-          state.push_back(upload(*be, random_values(n, 43 + static_cast<uint32_t>(s), 0.0f, 0.01f),
-                                 {n}, DType::kF32));
-        }
+        std::vector<Tensor> state = random_optimizer_state(*be, kind, n, 43);
         Tensor copy = be->empty({n}, copy_dtype, MemoryCategory::kOther);
         be->copy(copy, p);
         be->optimizer_update_with_copy(kind, p, g, state, segments, hyper, copy);
         copies[slot] = download_bytes(*be, copy);
-        res[slot] = download(*be, p);
-        for (const Tensor& s : state) {
-          const std::vector<double> sv = download(*be, s);
-          res[slot].insert(res[slot].end(), sv.begin(), sv.end());
-        }
+        res[slot] = download_update(*be, p, state);
         ++slot;
       }
       EXPECT_EQ(res[0], res[1]) << "optimizer kind " << static_cast<int>(kind);
@@ -887,7 +884,6 @@ TEST_F(CudaOps, OptimizerUpdatesReadingSixteenBitGradientsMatchTheCpuOnF32Ones) 
         hyper.weight_decay = 0.1;
         hyper.step = 2;
         hyper.grad_scale = 0.5;
-        const size_t states = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
         std::vector<double> res[2];
         std::vector<uint8_t> copies[2];
         int slot = 0;
@@ -895,11 +891,7 @@ TEST_F(CudaOps, OptimizerUpdatesReadingSixteenBitGradientsMatchTheCpuOnF32Ones) 
           Tensor p = upload(*be, random_values(n, 48), {n}, DType::kF32);
           // The CPU reads f32 gradients, the device the 16-bit ones.
           Tensor g = upload(*be, grads, {n}, slot == 0 ? DType::kF32 : dtype);
-          std::vector<Tensor> state;
-          for (size_t s = 0; s < states; ++s) {
-            state.push_back(upload(*be, random_values(n, 49 + static_cast<uint32_t>(s), 0.0f, 0.01f),
-                                   {n}, DType::kF32));
-          }
+          std::vector<Tensor> state = random_optimizer_state(*be, kind, n, 49);
           Tensor copy = be->empty({n}, dtype, MemoryCategory::kOther);
           be->copy(copy, p);
           if (with_copy) {
@@ -908,11 +900,7 @@ TEST_F(CudaOps, OptimizerUpdatesReadingSixteenBitGradientsMatchTheCpuOnF32Ones) 
             be->optimizer_update(kind, p, g, state, segments, hyper);
           }
           copies[slot] = download_bytes(*be, copy);
-          res[slot] = download(*be, p);
-          for (const Tensor& s : state) {
-            const std::vector<double> sv = download(*be, s);
-            res[slot].insert(res[slot].end(), sv.begin(), sv.end());
-          }
+          res[slot] = download_update(*be, p, state);
           ++slot;
         }
         const std::string what = std::string(dtype_name(dtype)) + " kind " +
@@ -953,33 +941,20 @@ TEST_F(CudaOps, CopyWithItsSumOfSquaresHasTheBitsOfTheTwoOps) {
   const std::vector<float> x = random_values(n + 1, 54, -70000.0f, 70000.0f);
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
     for (int64_t offset : {0, 1}) {
-      std::vector<uint8_t> stored[3];
-      double sums[3] = {};
-      for (int run = 0; run < 3; ++run) {  // the CPU, the fused device op, the two device ops
-        Backend& be = run == 0 ? static_cast<Backend&>(cpu()) : static_cast<Backend&>(gpu());
-        const Tensor src = upload(be, x, {n + 1}, DType::kF32).view(offset, {n});
-        Tensor dst = be.empty({n}, dtype, MemoryCategory::kOther);
-        be.fill(dst, kNaN);
-        Tensor sum = be.empty({1}, DType::kF64, MemoryCategory::kOther);
-        if (run == 2) {
-          be.copy(dst, src);
-          be.sum_squares(sum, dst, false);
-        } else {
-          be.copy_sum_squares(dst, src, sum);
-        }
-        stored[run] = download_bytes(be, dst);
-        be.copy_to_host(&sums[run], sum);
-      }
       const std::string what = std::string(dtype_name(dtype)) + " offset " + std::to_string(offset);
-      EXPECT_EQ(stored[1], stored[0]) << what;
-      EXPECT_EQ(stored[1], stored[2]) << what;
-      EXPECT_EQ(std::memcmp(&sums[1], &sums[2], sizeof(double)), 0)
-          << what << ": " << sums[1] << " vs " << sums[2];
-      if (std::isinf(sums[0])) {
-        EXPECT_EQ(sums[1], sums[0]) << what;
-      } else {
-        EXPECT_NEAR(sums[1], sums[0], 1e-12 * sums[0]) << what;
-      }
+      expect_fused_sum_of_squares_matches(
+          cpu(), gpu(), what, [&](Backend& be, bool fused, Tensor& sum) {
+            const Tensor src = upload(be, x, {n + 1}, DType::kF32).view(offset, {n});
+            Tensor dst = be.empty({n}, dtype, MemoryCategory::kOther);
+            be.fill(dst, kNaN);
+            if (fused) {
+              be.copy_sum_squares(dst, src, sum);
+            } else {
+              be.copy(dst, src);
+              be.sum_squares(sum, dst, false);
+            }
+            return dst;
+          });
     }
   }
 }

@@ -15,6 +15,8 @@ namespace zero::backend {
 namespace {
 using backend_test::download;
 using backend_test::download_bytes;
+using backend_test::download_update;
+using backend_test::random_optimizer_state;
 using backend_test::random_values;
 using backend_test::upload;
 
@@ -85,27 +87,18 @@ TEST(SixteenBitGradients, OptimizerUpdatesGiveTheBitsOfF32Gradients) {
         hyper.step = 2;
         hyper.adam_w_mode = adam_w;
         hyper.grad_scale = 0.37;
-        const size_t states = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
         std::vector<double> results[2];
         std::vector<uint8_t> copies[2];
         for (int narrow = 0; narrow < 2; ++narrow) {
           Tensor p = upload(cpu, random_values(n, 12), {n}, DType::kF32);
           const Tensor g = upload(cpu, grads, {n}, narrow ? dtype : DType::kF32);
-          std::vector<Tensor> state;
-          for (size_t s = 0; s < states; ++s) {
-            state.push_back(upload(cpu, random_values(n, 13 + static_cast<uint32_t>(s), 0.0f, 0.01f),
-                                   {n}, DType::kF32));
-          }
+          std::vector<Tensor> state = random_optimizer_state(cpu, kind, n, 13);
           cpu.optimizer_update(kind, p, g, state, segments, hyper);
           Tensor copy = cpu.empty({n}, dtype, MemoryCategory::kOther);
           cpu.copy(copy, p);
           cpu.optimizer_update_with_copy(kind, p, g, state, segments, hyper, copy);
           copies[narrow] = download_bytes(cpu, copy);
-          results[narrow] = download(cpu, p);
-          for (const Tensor& s : state) {
-            const std::vector<double> sv = download(cpu, s);
-            results[narrow].insert(results[narrow].end(), sv.begin(), sv.end());
-          }
+          results[narrow] = download_update(cpu, p, state);
         }
         const std::string what = std::string(dtype_name(dtype)) + " kind " +
                                  std::to_string(static_cast<int>(kind)) + " adam_w " +

@@ -51,13 +51,17 @@ TEST_P(HeldGradients, ExistOnlyFromBackwardToTheStep) {
   }
 }
 
-// Stage 0 on one rank, one micro-batch a step: the gradient norm adds the sums of squares taken
-// as each unit's gradient was stored and runs no sum_squares over a gradient (more micro-batches
-// or a loss scale would scale the gradients after they are stored); stage 1 reduces first, so
-// it sums the reduced gradients. Both give the same step
-// (MixedPrecision.Bf16StagesAgreeBitForBit). The profile names the ops the step ran.
-TEST_P(HeldGradients, OnOneRankAtStage0TheNormReadsTheSumsTakenAsTheyWereStored) {
-  const int stage = GetParam();
+// One bf16 step of the small Llama at `stage` on one rank with one micro-batch, run through a
+// ProfilingBackend: the ops it ran and how far the gradients' bytes rose above what the engine
+// held before the step.
+struct ProfiledStep {
+  backend::KernelProfile profile;
+  size_t gradient_peak = 0;  // bytes
+  int64_t units = 0;
+  size_t params = 0;  // elements
+};
+
+ProfiledStep profiled_one_micro_batch_step(int stage) {
   backend::ProfilingBackend profiler(std::make_unique<backend::CpuBackend>());
   comm::SelfComm self;
   EngineSettings s = zero_settings(stage, kMicro, 1, 1);
@@ -65,20 +69,37 @@ TEST_P(HeldGradients, OnOneRankAtStage0TheNormReadsTheSumsTakenAsTheyWereStored)
   s.data_types.grad_accum_dtype = config::PrecisionType::kFp32;
   Engine engine(small_model("llama", profiler), s, self);
   const int64_t vocab = engine.model().config()->vocab_size;
+  Allocator& allocator = profiler.allocator();
+  const size_t at_start = allocator.stats().live(MemoryCategory::kGrads);
+  allocator.reset_peaks();
   int64_t index = 0;
   profiler.start_profile();
   engine.train_batch([&] { return batch_for(0, index++, kMicro, kSeqLen, vocab); });
-  const backend::KernelProfile profile = profiler.stop_profile(1, 1.0);
+  ProfiledStep step;
+  step.profile = profiler.stop_profile(1, 1.0);
+  step.gradient_peak = allocator.stats().peak(MemoryCategory::kGrads) - at_start;
+  step.units = static_cast<int64_t>(engine.model().units().size());
+  step.params = static_cast<size_t>(engine.model().num_parameters());
+  return step;
+}
+
+// Stage 0 on one rank, one micro-batch a step: the gradient norm adds the sums of squares taken
+// as each unit's gradient was stored and runs no sum_squares over a gradient (more micro-batches
+// or a loss scale would scale the gradients after they are stored); stage 1 reduces first, so
+// it sums the reduced gradients. Both give the same step
+// (MixedPrecision.Bf16StagesAgreeBitForBit). The profile names the ops the step ran.
+TEST_P(HeldGradients, OnOneRankAtStage0TheNormReadsTheSumsTakenAsTheyWereStored) {
+  const int stage = GetParam();
+  const ProfiledStep step = profiled_one_micro_batch_step(stage);
   std::map<std::string, int64_t> calls;
-  for (const backend::KernelRecord& r : profile.records) {
+  for (const backend::KernelRecord& r : step.profile.records) {
     // sum_squares of one element is a loss-scaler read, not a gradient's.
     if (r.op == "sum_squares" && r.shape == "x[1]") continue;
     calls[r.op] += r.calls;
   }
-  const auto units = static_cast<int64_t>(engine.model().units().size());
   if (stage == 0) {
     // Stored in bf16 as they are rounded (OneMicroBatchOnOneRankHoldsThemInTheParametersDtype).
-    EXPECT_EQ(calls["copy (+sum_squares)"], units);
+    EXPECT_EQ(calls["copy (+sum_squares)"], step.units);
     EXPECT_EQ(calls["round_in_place (+sum_squares)"], 0);
     EXPECT_EQ(calls["add_rounded (+sum_squares)"], 0);
     EXPECT_EQ(calls["sum_squares"], 0);
@@ -94,24 +115,9 @@ TEST_P(HeldGradients, OnOneRankAtStage0TheNormReadsTheSumsTakenAsTheyWereStored)
 // stage (MixedPrecision.Bf16StagesAgreeBitForBit runs one micro-batch too).
 TEST_P(HeldGradients, OneMicroBatchOnOneRankHoldsThemInTheParametersDtype) {
   const int stage = GetParam();
-  backend::ProfilingBackend profiler(std::make_unique<backend::CpuBackend>());
-  comm::SelfComm self;
-  EngineSettings s = zero_settings(stage, kMicro, 1, 1);
-  s.bf16.enabled = true;
-  s.data_types.grad_accum_dtype = config::PrecisionType::kFp32;
-  Engine engine(small_model("llama", profiler), s, self);
-  const int64_t vocab = engine.model().config()->vocab_size;
-  const auto params = static_cast<size_t>(engine.model().num_parameters());
-  Allocator& allocator = profiler.allocator();
-  const size_t at_start = allocator.stats().live(MemoryCategory::kGrads);
-  allocator.reset_peaks();
-  int64_t index = 0;
-  profiler.start_profile();
-  engine.train_batch([&] { return batch_for(0, index++, kMicro, kSeqLen, vocab); });
-  const backend::KernelProfile profile = profiler.stop_profile(1, 1.0);
-  const size_t peak = allocator.stats().peak(MemoryCategory::kGrads) - at_start;
+  const ProfiledStep step = profiled_one_micro_batch_step(stage);
   int64_t bf16_updates = 0, updates = 0;
-  for (const backend::KernelRecord& r : profile.records) {
+  for (const backend::KernelRecord& r : step.profile.records) {
     if (r.op.rfind("optimizer_update", 0) != 0) continue;
     updates += r.calls;
     if (r.shape.find("grads bf16") != std::string::npos) bf16_updates += r.calls;
@@ -120,11 +126,11 @@ TEST_P(HeldGradients, OneMicroBatchOnOneRankHoldsThemInTheParametersDtype) {
   if (stage == 0) {
     EXPECT_EQ(bf16_updates, updates);
     // Every unit's bf16 gradient, and f32 micro-batch buffers only while backward fills them.
-    EXPECT_GE(peak, 2 * params);
-    EXPECT_LT(peak, 4 * params);
+    EXPECT_GE(step.gradient_peak, 2 * step.params);
+    EXPECT_LT(step.gradient_peak, 4 * step.params);
   } else {
     EXPECT_EQ(bf16_updates, 0);
-    EXPECT_GE(peak, 4 * params);
+    EXPECT_GE(step.gradient_peak, 4 * step.params);
   }
 }
 

@@ -81,6 +81,15 @@ class Checks {
     }
     return *this;
   }
+  // The one-element f64 tensor a reduction (sum, sum of squares) writes or adds to.
+  const Checks& f64_scalar(const Tensor& t, const char* name) const {
+    contiguous(t, name).dtype(t, DType::kF64, name);
+    if (t.numel() != 1) {
+      throw ShapeError(std::string(op_) + ": " + name + " must be a one-element f64 tensor, got " +
+                       t.describe());
+    }
+    return *this;
+  }
   const Checks& ids(const Tensor& t, const char* name) const {
     contiguous(t, name);
     if (t.dtype() != DType::kI32 && t.dtype() != DType::kI64) {

@@ -456,8 +456,7 @@ void CudaBackend::round_in_place_sum_squares(Tensor& values, DType through,
                                              Tensor& squared_sum) {
   const Checks check(device(), "round_in_place_sum_squares");
   check.contiguous(values, "values").dtype(values, DType::kF32, "values");
-  check.contiguous(squared_sum, "squared_sum").dtype(squared_sum, DType::kF64, "squared_sum");
-  if (squared_sum.numel() != 1) check.fail("squared_sum must be f64 [1], got " + squared_sum.describe());
+  check.f64_scalar(squared_sum, "squared_sum");
   Tensor partials = scratch(cuda::reduction_scratch_bytes(values.numel()));
   cuda::launch_rounded_sum_squares(static_cast<double*>(squared_sum.raw_data()),
                                    static_cast<float*>(values.raw_data()), through,
@@ -467,8 +466,7 @@ void CudaBackend::round_in_place_sum_squares(Tensor& values, DType through,
 void CudaBackend::copy_sum_squares(Tensor& dst, const Tensor& src, Tensor& squared_sum) {
   const Checks check(device(), "copy_sum_squares");
   check.contiguous(dst, "dst").contiguous(src, "src").dtype(src, DType::kF32, "src");
-  check.contiguous(squared_sum, "squared_sum").dtype(squared_sum, DType::kF64, "squared_sum");
-  if (squared_sum.numel() != 1) check.fail("squared_sum must be f64 [1], got " + squared_sum.describe());
+  check.f64_scalar(squared_sum, "squared_sum");
   if (dst.numel() != src.numel()) {
     check.fail("dst " + dst.describe() + " and src " + src.describe() + " differ in size");
   }
@@ -1015,8 +1013,7 @@ void CudaBackend::cross_entropy_slice_finish(Tensor& losses, Tensor* dlogits, co
 
 void CudaBackend::sum_squares(Tensor& out, const Tensor& x, bool accumulate) {
   const Checks check(device(), "sum_squares");
-  check.contiguous(out, "out").dtype(out, DType::kF64, "out").contiguous(x, "x");
-  if (out.numel() != 1) check.fail("out must be a one-element f64 tensor, got " + out.describe());
+  check.f64_scalar(out, "out").contiguous(x, "x");
   Tensor partials = scratch(cuda::reduction_scratch_bytes(x.numel()));
   cuda::launch_sum_into(static_cast<double*>(out.raw_data()), x.raw_data(), x.dtype(), x.numel(),
                         true, 1.0, accumulate, partials.raw_data(), current());
@@ -1024,8 +1021,7 @@ void CudaBackend::sum_squares(Tensor& out, const Tensor& x, bool accumulate) {
 
 void CudaBackend::sum(Tensor& out, const Tensor& x, double alpha, bool accumulate) {
   const Checks check(device(), "sum");
-  check.contiguous(out, "out").dtype(out, DType::kF64, "out").contiguous(x, "x");
-  if (out.numel() != 1) check.fail("out must be a one-element f64 tensor, got " + out.describe());
+  check.f64_scalar(out, "out").contiguous(x, "x");
   Tensor partials = scratch(cuda::reduction_scratch_bytes(x.numel()));
   cuda::launch_sum_into(static_cast<double*>(out.raw_data()), x.raw_data(), x.dtype(), x.numel(),
                         false, alpha, accumulate, partials.raw_data(), current());
