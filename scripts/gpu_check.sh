@@ -16,9 +16,9 @@
 #       on the tiny GPT-2 and Llama models (f32 and bf16), TensorBoard loading zero's event files
 #       (scripts/tensorboard_check.py), and a summary table last.
 #   scripts/gpu_check.sh sanitize [BUNDLE]  on the GPU machine: compute-sanitizer memcheck and
-#       racecheck on the op tests (a device call of its own: racecheck is slow). SANITIZE_TOOLS,
-#       SANITIZE_LIMIT_S (per tool) and SANITIZE_FILTER (a gtest filter) narrow it;
-#       SANITIZE_BINARY picks another test binary of the bundle (e.g. the attention variants').
+#       racecheck on the op tests (sanitize_binaries below; a device call of its own: racecheck
+#       is slow). SANITIZE_TOOLS, SANITIZE_LIMIT_S (per tool and binary) and SANITIZE_FILTER (a
+#       gtest filter for every binary) narrow it; SANITIZE_BINARY names the binaries instead.
 #   scripts/gpu_check.sh build              on the GPU machine: tries a configure and build in
 #       place and says which dependency is missing (the fallback when no bundle was carried).
 #   scripts/gpu_check.sh all [WORKLOAD ...]  on the GPU machine: `run` (capped at GPU_RUN_CAP_S,
@@ -48,6 +48,12 @@ cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vo
             model_test_cuda_hf_reference tools_test_cuda_train_cli engine_test_cuda_offload
             backend_test_cuda_gemm_split backend_test_cuda_norms backend_test_cuda_pointwise_vectors
             backend_test_cuda_attention_variants backend_test_cuda_column_sums)
+# The op tests compute-sanitizer runs (`sanitize`): every kernel's own test. In
+# backend_test_cuda_ops only the kernel tests (the rest drive whole models, slow under racecheck).
+sanitize_binaries=(backend_test_cuda_ops backend_test_cuda_norms backend_test_cuda_pointwise_vectors
+                   backend_test_cuda_column_sums backend_test_cuda_mixed_gradients
+                   backend_test_cuda_attention_variants)
+sanitize_ops_filter='CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Rounding*:CudaOps.CopyWith*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*'
 # Multi-rank GPU tests, run as `mpirun -np 2` (ranks sharing the one GPU through HostStagedComm).
 mpi_cuda_tests=(engine_mpi_test_cuda_host_staged)
 
@@ -313,18 +319,27 @@ sanitize() {
     echo "compute-sanitizer not found (PATH has /usr/local/cuda/bin)"
     return 1
   fi
-  local tool rc failed=0
+  # The op tests (the kernels' own tests) by default; SANITIZE_BINARY names one binary instead.
+  local -a binaries=(${SANITIZE_BINARY:-${sanitize_binaries[*]}})
+  local tool binary filter rc failed=0
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
-    echo "== compute-sanitizer $tool (${SANITIZE_BINARY:-backend_test_cuda_ops})"
-    timeout "${SANITIZE_LIMIT_S:-280}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$bundle/bin/${SANITIZE_BINARY:-backend_test_cuda_ops}" --gtest_color=no \
-      --gtest_filter="${SANITIZE_FILTER:-CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Rounding*:CudaOps.CopyWith*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*}" \
-      >"$out/sanitizer_$tool.log" 2>&1
-    rc=$?
-    tail -5 "$out/sanitizer_$tool.log"
-    echo "-- $tool: $([[ $rc -eq 0 ]] && echo clean || echo "FAIL (rc $rc)")"
-    [[ $rc -eq 0 ]] || failed=1
+    for binary in "${binaries[@]}"; do
+      filter=${SANITIZE_FILTER:-*}
+      if [[ -z ${SANITIZE_FILTER:-} && $binary == backend_test_cuda_ops ]]; then
+        filter=$sanitize_ops_filter
+      fi
+      echo "== compute-sanitizer $tool ($binary)"
+      timeout "${SANITIZE_LIMIT_S:-280}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$bundle/bin/$binary" --gtest_color=no --gtest_filter="$filter" \
+        >"$out/sanitizer_${tool}_$binary.log" 2>&1
+      rc=$?
+      tail -5 "$out/sanitizer_${tool}_$binary.log"
+      echo "-- $tool $binary: $([[ $rc -eq 0 ]] && echo clean || echo "FAIL (rc $rc)")"
+      [[ $rc -eq 0 ]] || failed=1
+    done
   done
+  # One archive: the device tool brings back at most 8 files.
+  (cd "$out" && tar -czf sanitizer_logs.tar.gz sanitizer_*.log && rm -f sanitizer_*.log)
   return $failed
 }
 
@@ -390,7 +405,8 @@ all() {
   fi
   left=$((budget - (SECONDS - start)))
   if [[ ${GPU_ALL_SANITIZE:-0} == 1 ]] && ((left >= 90)); then
-    OUT="$extra/sanitize" SANITIZE_TOOLS=memcheck SANITIZE_LIMIT_S=$((left - 15)) "$0" sanitize \
+    OUT="$extra/sanitize" SANITIZE_TOOLS=memcheck \
+      SANITIZE_LIMIT_S=$(((left - 15) / ${#sanitize_binaries[@]})) "$0" sanitize \
       >"$extra/sanitize_console.log" 2>&1
   fi
   # The device tool brings back at most 8 files: the rest travels in one archive.

@@ -1,6 +1,6 @@
-// The tensor-core attention's kernel choices (ZERO_CUDA_ATTENTION_FWD and _BWD, see
+// The tensor-core attention's kernel choices (ZERO_CUDA_ATTENTION_FWD, _BWD and _DQ, see
 // backend/cuda/cuda_attention_kernel_choice.h) against v1, on the simulator (preset cuda-sim) as
-// on a GPU; test_cuda_ops.cpp checks v1 against the CPU oracle.
+// on a GPU; test_cuda_ops.cpp checks the defaults against the CPU oracle.
 //   - The forward's v2 (two row tiles a warp) runs every row's arithmetic in v1's order: the
 //     same bytes of out and lse.
 //   - The backward's v2 dK/dV kernels multiply the same fragments in the same order per output
@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -67,8 +68,7 @@ TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1AndTheStoredDsPathClose) 
       {1, 150, 3, 3, 128, 1},   // a window of one: the diagonal alone
       {1, 192, 2, 1, 64, 130},  // a window wider than a 128-key block
   };
-  const AttentionBackwardKernels variants[] = {AttentionBackwardKernels::kV2,
-                                               AttentionBackwardKernels::kV2Hoisted,
+  const AttentionBackwardKernels variants[] = {AttentionBackwardKernels::kV2Hoisted,
                                                AttentionBackwardKernels::kV2EightWarps};
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   for (const VariantCase& c : cases) {
@@ -124,8 +124,8 @@ TEST_F(CudaAttentionVariants, V2KernelsGiveTheBytesOfV1AndTheStoredDsPathClose) 
       cuda::set_attention_dq_source(AttentionDqSource::kStoredDs);
       // v1 last: its run leaves complete tiles in the scratch the next call's allocation may
       // reuse, which would hide a kernel that misses some (fresh device memory is poisoned).
-      for (AttentionBackwardKernels kernels : {variants[2], variants[1], variants[0],
-                                               AttentionBackwardKernels::kV1}) {
+      for (AttentionBackwardKernels kernels :
+           {variants[1], variants[0], AttentionBackwardKernels::kV1}) {
         backward_bytes(kernels);
         const std::vector<double> stored = download(gpu(), dfused);
         ASSERT_EQ(stored.size(), v1_values.size());
@@ -204,7 +204,8 @@ TEST_F(CudaAttentionVariants, ForwardV2GivesTheBytesOfV1) {
 template <typename Choice>
 void check_environment_choice(const char* variable, const char* bad, const char* listed,
                               const char* good, Choice chosen, Choice other,
-                              Choice (*get)(), void (*set)(std::optional<Choice>)) {
+                              const std::function<Choice()>& get,
+                              void (*set)(std::optional<Choice>)) {
   set(std::nullopt);
   const char* before = std::getenv(variable);
   const std::optional<std::string> saved =
@@ -232,25 +233,66 @@ void check_environment_choice(const char* variable, const char* bad, const char*
 }
 
 TEST_F(CudaAttentionVariants, EnvironmentNamesTheBackwardChoiceAndRejectsOthers) {
-  check_environment_choice("ZERO_CUDA_ATTENTION_BWD", "v4", "v1, v2, v2-hoist, v2-w8", "v2-w8",
-                           AttentionBackwardKernels::kV2EightWarps,
-                           AttentionBackwardKernels::kV1, &cuda::attention_backward_kernels,
-                           &cuda::set_attention_backward_kernels);
+  // v2: the removed shape (v2-hoist beat it on every measured shape).
+  check_environment_choice<AttentionBackwardKernels>(
+      "ZERO_CUDA_ATTENTION_BWD", "v2", "v2-hoist, v1, v2-w8", "v2-w8",
+      AttentionBackwardKernels::kV2EightWarps, AttentionBackwardKernels::kV1,
+      [] { return cuda::attention_backward_kernels(); }, &cuda::set_attention_backward_kernels);
 }
 
 TEST_F(CudaAttentionVariants, EnvironmentNamesTheDqSourceAndRejectsOthers) {
-  check_environment_choice("ZERO_CUDA_ATTENTION_DQ", "stored", "recompute, stored-ds",
-                           "stored-ds", AttentionDqSource::kStoredDs,
-                           AttentionDqSource::kRecompute, &cuda::attention_dq_source,
-                           &cuda::set_attention_dq_source);
+  // "auto" (left cached for the tests below, as an unset variable would be): the default by shape.
+  check_environment_choice<AttentionDqSource>(
+      "ZERO_CUDA_ATTENTION_DQ", "stored", "auto, recompute, stored-ds", "auto",
+      AttentionDqSource::kStoredDs, AttentionDqSource::kRecompute,
+      [] { return cuda::attention_dq_source(256, 64); }, &cuda::set_attention_dq_source);
+  EXPECT_EQ(cuda::attention_dq_source(4097, 128), AttentionDqSource::kRecompute);
 }
 
 TEST_F(CudaAttentionVariants, EnvironmentNamesTheForwardChoiceAndRejectsOthers) {
-  // v2-hoist: a backward choice, not a forward one.
-  check_environment_choice("ZERO_CUDA_ATTENTION_FWD", "v2-hoist", "v1, v2", "v2",
-                           AttentionForwardKernels::kV2TwoRowTiles, AttentionForwardKernels::kV1,
-                           &cuda::attention_forward_kernels,
-                           &cuda::set_attention_forward_kernels);
+  // v2-hoist: a backward choice, not a forward one. "auto": the default by head dimension.
+  check_environment_choice<AttentionForwardKernels>(
+      "ZERO_CUDA_ATTENTION_FWD", "v2-hoist", "auto, v1, v2", "auto",
+      AttentionForwardKernels::kV2TwoRowTiles, AttentionForwardKernels::kV1,
+      [] { return cuda::attention_forward_kernels(128); }, &cuda::set_attention_forward_kernels);
+  EXPECT_EQ(cuda::attention_forward_kernels(64), AttentionForwardKernels::kV1);
+}
+
+// The defaults by shape, as the H200 measured them (cuda_attention_kernel_choice.h): the forward's
+// v2 at D = 128 and v1 at D = 64; dQ from a stored dS up to 32 D tokens, recomputed past that so
+// that the backward's memory stays linear in long sequences.
+TEST(CudaAttentionDefaults, FollowTheHeadDimensionAndTheSequenceLength) {
+  EXPECT_EQ(cuda::default_attention_forward_kernels(128), AttentionForwardKernels::kV2TwoRowTiles);
+  EXPECT_EQ(cuda::default_attention_forward_kernels(64), AttentionForwardKernels::kV1);
+  EXPECT_EQ(cuda::default_attention_dq_source(2048, 128), AttentionDqSource::kStoredDs);
+  EXPECT_EQ(cuda::default_attention_dq_source(4096, 128), AttentionDqSource::kStoredDs);
+  EXPECT_EQ(cuda::default_attention_dq_source(4097, 128), AttentionDqSource::kRecompute);
+  EXPECT_EQ(cuda::default_attention_dq_source(1024, 64), AttentionDqSource::kStoredDs);
+  EXPECT_EQ(cuda::default_attention_dq_source(2049, 64), AttentionDqSource::kRecompute);
+  EXPECT_EQ(cuda::default_attention_dq_source(131072, 128), AttentionDqSource::kRecompute);
+}
+
+// Past the default length the backward asks for no dS scratch (its memory stays O(T)); within it,
+// the causal triangle of 64 x 64 two-byte tiles per batch x head slice.
+TEST(CudaAttentionDefaults, TheStoredDsScratchIsAskedForOnlyWhereItIsUsed) {
+  const KernelChoiceReset reset;
+  cuda::set_attention_dq_source(std::nullopt);
+  const char* forced = std::getenv("ZERO_CUDA_ATTENTION_DQ");
+  if (forced != nullptr && std::string(forced) != "auto") {
+    GTEST_SKIP() << "ZERO_CUDA_ATTENTION_DQ=" << forced << " forces the dQ source";
+  }
+  cuda::AttentionArgs a;
+  a.dtype = DType::kBF16;
+  a.batch = 2;
+  a.heads = a.kv_heads = 3;
+  a.head_dim = 64;
+  a.seq = 2048;  // 32 tiles of 64: 32 * 33 / 2 = 528 tiles a slice
+  EXPECT_EQ(cuda::attention_backward_ds_bytes(a), size_t{2} * 2 * 3 * 528 * 64 * 64);
+  a.seq = 2049;
+  EXPECT_EQ(cuda::attention_backward_ds_bytes(a), 0u);
+  a.dtype = DType::kF32;  // the CUDA-core kernels: no tensor-core dS
+  a.seq = 256;
+  EXPECT_EQ(cuda::attention_backward_ds_bytes(a), 0u);
 }
 
 // The tensor-core kernels put the row blocks in the grid's y (heaviest first), which holds at

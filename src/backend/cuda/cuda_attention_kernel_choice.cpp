@@ -1,5 +1,5 @@
 // The attention kernel choices (cuda_attention_kernel_choice.h): a test's override, else the
-// environment's value, parsed once.
+// environment's value, parsed once, else the measured default for the call's shape.
 #include "backend/cuda/cuda_attention_kernel_choice.h"
 
 #include <atomic>
@@ -14,10 +14,12 @@
 namespace zero::backend::cuda {
 namespace {
 
-// The value `variable` names among `choices` (unset: the first one's value).
+// The value `variable` names among `choices`; unset: the first one's value (std::nullopt for
+// "auto": the default by shape).
 template <typename Kernels>
-Kernels parse_choice(const char* variable,
-                     std::initializer_list<std::pair<std::string_view, Kernels>> choices) {
+std::optional<Kernels> parse_choice(
+    const char* variable,
+    std::initializer_list<std::pair<std::string_view, std::optional<Kernels>>> choices) {
   const char* value = std::getenv(variable);
   if (value == nullptr) return choices.begin()->second;
   std::string names;
@@ -36,33 +38,46 @@ std::atomic<int> dq_source_override{-1};
 
 }  // namespace
 
-AttentionForwardKernels attention_forward_kernels() {
+AttentionForwardKernels default_attention_forward_kernels(int64_t head_dim) {
+  return head_dim >= 128 ? AttentionForwardKernels::kV2TwoRowTiles : AttentionForwardKernels::kV1;
+}
+
+AttentionDqSource default_attention_dq_source(int64_t seq, int64_t head_dim) {
+  return seq <= kStoredDsMaxSeqPerHeadDim * head_dim ? AttentionDqSource::kStoredDs
+                                                     : AttentionDqSource::kRecompute;
+}
+
+AttentionForwardKernels attention_forward_kernels(int64_t head_dim) {
   const int chosen = forward_override.load();
   if (chosen >= 0) return static_cast<AttentionForwardKernels>(chosen);
-  static const AttentionForwardKernels from_environment = parse_choice<AttentionForwardKernels>(
-      "ZERO_CUDA_ATTENTION_FWD",
-      {{"v1", AttentionForwardKernels::kV1}, {"v2", AttentionForwardKernels::kV2TwoRowTiles}});
-  return from_environment;
+  static const std::optional<AttentionForwardKernels> from_environment =
+      parse_choice<AttentionForwardKernels>("ZERO_CUDA_ATTENTION_FWD",
+                                            {{"auto", std::nullopt},
+                                             {"v1", AttentionForwardKernels::kV1},
+                                             {"v2", AttentionForwardKernels::kV2TwoRowTiles}});
+  return from_environment.value_or(default_attention_forward_kernels(head_dim));
 }
 
 AttentionBackwardKernels attention_backward_kernels() {
   const int chosen = backward_override.load();
   if (chosen >= 0) return static_cast<AttentionBackwardKernels>(chosen);
-  static const AttentionBackwardKernels from_environment = parse_choice<AttentionBackwardKernels>(
-      "ZERO_CUDA_ATTENTION_BWD", {{"v1", AttentionBackwardKernels::kV1},
-                                  {"v2", AttentionBackwardKernels::kV2},
-                                  {"v2-hoist", AttentionBackwardKernels::kV2Hoisted},
-                                  {"v2-w8", AttentionBackwardKernels::kV2EightWarps}});
-  return from_environment;
+  static const std::optional<AttentionBackwardKernels> from_environment =
+      parse_choice<AttentionBackwardKernels>(
+          "ZERO_CUDA_ATTENTION_BWD", {{"v2-hoist", AttentionBackwardKernels::kV2Hoisted},
+                                      {"v1", AttentionBackwardKernels::kV1},
+                                      {"v2-w8", AttentionBackwardKernels::kV2EightWarps}});
+  return *from_environment;
 }
 
-AttentionDqSource attention_dq_source() {
+AttentionDqSource attention_dq_source(int64_t seq, int64_t head_dim) {
   const int chosen = dq_source_override.load();
   if (chosen >= 0) return static_cast<AttentionDqSource>(chosen);
-  static const AttentionDqSource from_environment = parse_choice<AttentionDqSource>(
-      "ZERO_CUDA_ATTENTION_DQ",
-      {{"recompute", AttentionDqSource::kRecompute}, {"stored-ds", AttentionDqSource::kStoredDs}});
-  return from_environment;
+  static const std::optional<AttentionDqSource> from_environment =
+      parse_choice<AttentionDqSource>("ZERO_CUDA_ATTENTION_DQ",
+                                      {{"auto", std::nullopt},
+                                       {"recompute", AttentionDqSource::kRecompute},
+                                       {"stored-ds", AttentionDqSource::kStoredDs}});
+  return from_environment.value_or(default_attention_dq_source(seq, head_dim));
 }
 
 void set_attention_forward_kernels(std::optional<AttentionForwardKernels> kernels) {

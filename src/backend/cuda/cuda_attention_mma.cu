@@ -15,8 +15,10 @@
 //             order (deterministic, as the CPU backend is):
 //             dQ by query blocks: recompute P, dP = dO V^T, dS = P (dP - delta), dQ += dS K;
 //             dK/dV by key blocks over the GQA group's heads: P^T dO and dS^T Q.
-//             ZERO_CUDA_ATTENTION_BWD=v2 (v2-hoist, v2-w8) selects the same products with fewer
-//             shared-memory loads a mma and the same bytes (cuda_attention_mma_backward_v2.cu).
+//             The default backward (v2-hoist, cuda_attention_mma_backward_v2.cu) runs the same
+//             products with fewer shared-memory loads a mma, to the same bytes, and for
+//             sequences up to 32 D has the dK/dV kernel store dS for a dQ = dS K kernel
+//             (cuda_attention_kernel_choice.h says which kernels run for which shapes).
 // As in FlashAttention-2, the row sum l adds the f32 probabilities and only the product's copies
 // are rounded, so lse is the exact logsumexp up to f32 rounding.
 //
@@ -585,11 +587,12 @@ bool mma_attention_supported(const AttentionArgs& a, bool backward) {
 void launch_attention_forward_mma(const AttentionArgs& a, cudaStream_t stream) {
   const MmaParams p = params_of(a);
   // 128 query rows a block once a block has more than one key tile to share (8 warps of one row
-  // tile, or with ZERO_CUDA_ATTENTION_FWD=v2 4 warps of two); short sequences keep 64 rows, 4
+  // tile, or with v2, the default at D = 128, 4 warps of two); short sequences keep 64 rows, 4
   // warps of one tile, for more blocks.
   const bool long_rows = a.seq > 128;
   const bool two_row_tiles =
-      long_rows && attention_forward_kernels() == AttentionForwardKernels::kV2TwoRowTiles;
+      long_rows &&
+      attention_forward_kernels(a.head_dim) == AttentionForwardKernels::kV2TwoRowTiles;
   const int64_t block_rows = long_rows ? 128 : 64;
   const size_t shared = (block_rows / kRows + 4) * tile_bytes(a.head_dim);  // Q, two K/V buffers
   const dim3 grid = heaviest_first_grid((a.seq + block_rows - 1) / block_rows, a.batch * a.heads);
@@ -613,7 +616,7 @@ void launch_attention_forward_mma(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 size_t attention_backward_ds_bytes(const AttentionArgs& a) {
-  if (attention_dq_source() != AttentionDqSource::kStoredDs) return 0;
+  if (attention_dq_source(a.seq, a.head_dim) != AttentionDqSource::kStoredDs) return 0;
   if (!mma_attention_supported(a, true)) return 0;
   return sizeof(uint16_t) * static_cast<size_t>(a.batch * a.heads * ds_tiles_per_slice(a.seq) *
                                                 kRows * kRows);
@@ -642,7 +645,7 @@ void launch_dkv_v1(const AttentionArgs& a, const MmaParams& p, cudaStream_t stre
 void launch_attention_backward_mma(const AttentionArgs& a, cudaStream_t stream) {
   const AttentionBackwardKernels kernels = attention_backward_kernels();
   const bool v2 = kernels != AttentionBackwardKernels::kV1;
-  if (attention_dq_source() == AttentionDqSource::kStoredDs) {
+  if (attention_dq_source(a.seq, a.head_dim) == AttentionDqSource::kStoredDs) {
     ZERO_CHECK(a.ds != nullptr, "the attention backward from a stored dS needs its scratch "
                                     << "(attention_backward_ds_bytes)");
     const MmaParams p = params_of(a);

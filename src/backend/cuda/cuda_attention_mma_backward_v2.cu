@@ -1,10 +1,10 @@
-// The tensor-core attention backward, version 2 (ZERO_CUDA_ATTENTION_BWD=v2, v2-hoist or
-// v2-w8; cuda_attention_kernel_choice.h): the products of cuda_attention_mma.cu's
+// The tensor-core attention backward, version 2 (ZERO_CUDA_ATTENTION_BWD=v2-hoist, the default,
+// or v2-w8; cuda_attention_kernel_choice.h): the products of cuda_attention_mma.cu's
 // mma_attention_dq and mma_attention_dkv, in their order per output element - the same bytes,
 // as tests/backend/test_cuda_attention_variants.cpp checks - with fewer shared-memory fragment
-// loads per mma, more independent mma chains, or more warps a block. Which of them is fastest
-// is for a GPU to say (bench/gpu_speed_notes.md, Attempt 5): the winner should become the
-// default and the other kernels go.
+// loads per mma, more independent mma chains, or more warps a block. An H200 measured them
+// (bench/gpu_speed_notes.md, attempt 9): v2-hoist's dK/dV is the fastest; the plain v2 shape (4
+// warps, nothing hoisted) lost to it everywhere and is gone.
 #include "backend/cuda/cuda_attention_mma_common.cuh"
 
 namespace zero::backend::cuda {
@@ -12,7 +12,7 @@ namespace {
 
 using namespace mma_attention;  // NOLINT(google-build-using-namespace): the shared building blocks
 
-// ---- dK/dV, version 2 (ZERO_CUDA_ATTENTION_BWD=v2, v2-hoist, v2-w8; NOT YET MEASURED) ----------
+// ---- dK/dV, version 2 (ZERO_CUDA_ATTENTION_BWD=v2-hoist, v2-w8) -------------------------------
 // The same products in the same order per output element as mma_attention_dkv, so the same
 // bytes (tests/backend/test_cuda_attention_variants.cpp, on the simulator), with fewer
 // shared-memory fragment loads per mma. ncu of mma_attention_dkv (H200, D = 64, commit 6e995c8):
@@ -30,19 +30,17 @@ using namespace mma_attention;  // NOLINT(google-build-using-namespace): the sha
 // (blocks: an SM's resident blocks the registers allow)
 //   kernel (choice)                            D = 64                    D = 128
 //   mma_attention_dkv (v1)                     0.75, 127 regs, 4 blocks  0.75, 223 regs, 2
-//   v2:       W 4, kPart 32, nothing hoisted   0.63, 128 regs, 4         0.63, 248 regs, 2
 //   v2-hoist: W 4, K and V hoisted, kPart 32   0.50, 167 regs, 3
 //             (D = 128: K hoisted, kPart 16)                             0.63, 253 regs, 2
 //   v2-w8:    W 8, kPart 32, nothing hoisted   0.63, 128 regs, 2 (x 8)   0.63, 248 regs, 1 (x 8)
 // No spills anywhere. Shared memory a block: W 4 56.3 KB (D = 64) / 105.5 KB (D = 128), as v1;
 // W 8 74.8 / 140.3 KB (the K/V tiles double).
-// PREDICTION for the H200 (not measured; written before any run): if the kernel stays bound by
-// its shared-memory loads, time follows the ldmatrix count: v2 ~15% faster than v1 at both head
-// dimensions (dK/dV from ~83 to ~95 TFLOP/s; dK/dV is about 4/7 of the backward's time, so the
-// Llama's 26.4 ms backward -> ~24.5 ms and GPT-2's 7.6 -> ~7.0 from dK/dV alone). v2-hoist at
-// D = 64 loads a third fewer fragments than v1 but runs 12 warps an SM instead of 16: between
-// v1 and 1.3x, the least certain. v2-w8 halves the Q/dO staging per FLOP: v2's speed to +5%.
-// At D = 128 all keep v1's 8 warps an SM. Whichever wins the A/B should become the default.
+// Measured on an H200 (commit beee794, bench/results/gpu_attention_ab_2026-11-26_beee794_h200.json;
+// the backward's ms for 16 llama layers at D = 128, T = 2048 / 12 GPT-2 layers at D = 64,
+// T = 1024): recomputed dQ with v1 24.9 / 7.3, the removed v2 23.5, v2-w8 21.6; stored dS with
+// v1's dK/dV 20.8 / 6.8, with v2-hoist's 18.1-18.3 / 6.6. The prediction had been ldmatrix-
+// bound time (v2 ~15% faster than v1): v2 gained 6%, v2-hoist, which loads the fewest fragments,
+// the most (~20% on the dK/dV kernel at D = 128, by difference).
 
 // rows_times_rows, with the A fragments either loaded from `a` (kHoisted false) or given in `af`
 // (as load_row_fragments loaded them). The same mma in the same order either way.
@@ -419,9 +417,6 @@ void launch_dkv_v2(AttentionBackwardKernels kernels, const AttentionArgs& a, con
   dispatch_mma(a, [&]<int D, bool kBf16>() {
     constexpr bool kD64 = D == 64;
     switch (kernels) {
-      case AttentionBackwardKernels::kV2:  // D = 64: 4 blocks of 4 warps as v1; D = 128: 2
-        launch_dkv_config<D, 4, 32, false, false, kD64 ? 4 : 1, kBf16>(a, p, stream);
-        break;
       case AttentionBackwardKernels::kV2Hoisted:  // D = 64: 3 blocks; D = 128: 2, K only
         launch_dkv_config<D, 4, kD64 ? 32 : 16, true, kD64, kD64 ? 3 : 1, kBf16>(a, p, stream);
         break;
@@ -434,9 +429,9 @@ void launch_dkv_v2(AttentionBackwardKernels kernels, const AttentionArgs& a, con
   });
 }
 
-// v2 at D = 64 takes 8 warps for sequences over 128 (4 below, as the forward), v2-hoist 4 warps
-// with Q/dO in registers, v2-w8 8 warps at both head dimensions; at D = 128, v2 and v2-hoist keep
-// v1's kernel (bounded to v1's 3 blocks an SM, the v2 kernel spills).
+// The recomputing dQ kernel (sequences past 32 D, or ZERO_CUDA_ATTENTION_DQ=recompute): v2-hoist
+// at D = 64 takes 4 warps with Q/dO in registers, v2-w8 8 warps at both head dimensions; at
+// D = 128, v2-hoist keeps v1's kernel (bounded to v1's 3 blocks an SM, the v2 kernel spills).
 bool launch_dq_v2(AttentionBackwardKernels kernels, const AttentionArgs& a, const MmaParams& p,
                   cudaStream_t stream) {
   bool launched = false;
@@ -444,15 +439,8 @@ bool launch_dq_v2(AttentionBackwardKernels kernels, const AttentionArgs& a, cons
     if (kernels == AttentionBackwardKernels::kV2EightWarps) {
       launch_dq_config<D, 8, false, D == 64 ? 2 : 1, kBf16>(a, p, stream);
       launched = true;
-    } else if constexpr (D == 64) {  // (only these instantiations: D = 128 would spill in them)
-      if (kernels == AttentionBackwardKernels::kV2) {
-        if (a.seq > 128) {
-          launch_dq_config<D, 8, false, 2, kBf16>(a, p, stream);
-        } else {
-          launch_dq_config<D, 4, false, 4, kBf16>(a, p, stream);
-        }
-        launched = true;
-      } else if (kernels == AttentionBackwardKernels::kV2Hoisted) {
+    } else if constexpr (D == 64) {  // (only this instantiation: D = 128 would spill in it)
+      if (kernels == AttentionBackwardKernels::kV2Hoisted) {
         launch_dq_config<D, 4, true, 3, kBf16>(a, p, stream);
         launched = true;
       }
