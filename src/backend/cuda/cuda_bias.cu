@@ -66,13 +66,14 @@ __global__ void column_partials_vector_kernel(double* partial, const T* dy, int6
 // fixed order (deterministic) with blocks / kFinishWarps dependent additions per thread instead
 // of all of them on ceil(cols / 256) blocks (3 for GPT-2's 768 columns: a serial tail).
 template <typename T>
-__global__ void column_finish_kernel(T* dbias, const double* partial, int64_t blocks,
-                                     int64_t cols) {
+__global__ void __launch_bounds__(kFinishWarps * kWarp)
+    column_finish_kernel(T* dbias, const double* partial, int64_t blocks, int64_t cols) {
   __shared__ double warp_sums[kFinishWarps][kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t c = blockIdx.x * int64_t{kWarp} + lane;
   double acc = 0.0;
   if (c < cols) {
+#pragma unroll 8  // loads in flight per thread
     for (int64_t b = warp; b < blocks; b += kFinishWarps) acc += partial[b * cols + c];
   }
   warp_sums[warp][lane] = acc;

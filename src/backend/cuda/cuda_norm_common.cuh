@@ -171,14 +171,14 @@ __global__ void norm_partials_kernel(float* partial_w, float* partial_b, const T
 // order - a fixed order (deterministic), and each thread walks blocks / kFinishWarps partials
 // instead of all of them on ceil(C / 256) blocks.
 template <typename T>
-__global__ void norm_finish_kernel(T* grad, const float* partial, int64_t blocks,
-                                   int64_t channels) {
+__global__ void __launch_bounds__(kFinishWarps * kWarp)
+    norm_finish_kernel(T* grad, const float* partial, int64_t blocks, int64_t channels) {
   __shared__ float warp_sums[kFinishWarps][kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t c = blockIdx.x * int64_t{kWarp} + lane;
   float acc = 0.0f;
   if (c < channels) {
-#pragma unroll 4
+#pragma unroll 8  // loads in flight per thread
     for (int64_t b = warp; b < blocks; b += kFinishWarps) acc += partial[b * channels + c];
   }
   warp_sums[warp][lane] = acc;

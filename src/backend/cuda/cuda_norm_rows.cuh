@@ -96,8 +96,9 @@ constexpr int norm_fused_max_vectors() {
   return vectors;
 }
 
-// The backward's dx, a warp per row on vectors held in registers (x and dy between the sums and
-// dx; dx may be dy's buffer: a lane loads its vectors before it stores them). Warp w of the grid
+// The backward's dx, a warp per row on vectors held in registers (x, dy and the residual between
+// the sums and dx; dx may be dy's or the residual's buffer: a lane loads its vectors before it
+// stores them). Warp w of the grid
 // takes rows [w row_block, (w + 1) row_block) in order. With kPartials it also adds each row's
 // weight (and bias) gradient terms into per-lane f32 sums of its channels and stores them as
 // partial row w ([partial rows, channels], partial_b null without a bias gradient) for
@@ -128,9 +129,18 @@ __global__ void __launch_bounds__(kNormRowThreads)
     }
   }
   for (int64_t r = r0; r < r1; ++r) {
-    uint4 xv[kVectors], gv[kVectors];
+    // The residual's row is loaded with x's and dy's, before the row sums: its loads then wait
+    // in the same DRAM round trip instead of a second one after the warp's reductions (a warp
+    // walks its rows one after another, so each row costs its round trips in full).
+    uint4 xv[kVectors], gv[kVectors], rv[kVectors];
     norm_load_row<T>(xv, x, r, vectors, lane);
     norm_load_row<T>(gv, dy, r, vectors, lane);
+    if (residual != nullptr) {
+      norm_load_row<T>(rv, residual, r, vectors, lane);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kVectors; ++j) rv[j] = make_uint4(0, 0, 0, 0);  // unused
+    }
     const auto stats = Norm::load_stats(mean, rstd, r);
     float sums[kSums] = {};
     for_each_row_vector<kVectors>(vectors, lane, [&](int j, int64_t i) {
@@ -148,7 +158,6 @@ __global__ void __launch_bounds__(kNormRowThreads)
 #pragma unroll
     for (int n = 0; n < kSums; ++n) means[n] = warp_sum(sums[n]) / static_cast<float>(channels);
     uint4* out = norm_vectors(dx, r, vectors);
-    const uint4* res = residual != nullptr ? norm_vectors(residual, r, vectors) : nullptr;
     for_each_row_vector<kVectors>(vectors, lane, [&](int j, int64_t i) {
       const uint4 wv = __ldg(w + i);
       uint4 o = make_uint4(0, 0, 0, 0);
@@ -158,11 +167,10 @@ __global__ void __launch_bounds__(kNormRowThreads)
         set_vector_lane<T>(o, k, Norm::dx(xk, gk, vector_lane<T>(wv, k), stats, means));
         if constexpr (kPartials) Norm::partial_terms(acc[j][k], gk, xk, stats);
       }
-      if (res != nullptr) {  // add(dx, residual): dx as stored + residual, rounded again
-        const uint4 rv = res[i];
+      if (residual != nullptr) {  // add(dx, residual): dx as stored + residual, rounded again
 #pragma unroll
         for (int k = 0; k < kLanes; ++k) {
-          set_vector_lane<T>(o, k, vector_lane<T>(o, k) + vector_lane<T>(rv, k));
+          set_vector_lane<T>(o, k, vector_lane<T>(o, k) + vector_lane<T>(rv[j], k));
         }
       }
       out[i] = o;
