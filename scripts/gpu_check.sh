@@ -294,15 +294,19 @@ profile_kernels() {
     return 1
   fi
   local kernel
-  # (The norms' kernels are templates over the norm's math: norm_*_kernel.)
-  for kernel in mma_attention_forward mma_attention_dq mma_attention_dkv \
-                norm_forward_rows_kernel norm_backward_rows_kernel; do
-    echo "== ncu $kernel"
-    timeout 60 ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
+  # The default kernels (the norms' are templates over the norm's math: norm_*_kernel), in one
+  # step of NCU_MODEL (default the Llama shape: head dimension 128, where attention is furthest
+  # behind PyTorch's; gpt2-124m with NCU_BATCH=16 NCU_SEQ=1024 for D = 64).
+  local model=${NCU_MODEL:-llama-1b-mha} batch=${NCU_BATCH:-4} seq=${NCU_SEQ:-2048}
+  for kernel in mma_attention_forward mma_attention_dkv_v2 mma_attention_dq_from_ds \
+                norm_backward_rows_kernel norm_finish_kernel embedding_backward_kernel; do
+    echo "== ncu $kernel ($model, B=$batch, T=$seq)"
+    timeout 90 ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
       --section MemoryWorkloadAnalysis \
-      "$bundle/bin/zero" train --device cuda --model gpt2-124m --micro-batch 16 --seq-len 1024 \
-      --steps 1 --bf16 true --peak-tflops 989 --tiled-mlp off >"$out_dir/ncu_$kernel.txt" 2>&1
+      "$bundle/bin/zero" train --device cuda --model "$model" --micro-batch "$batch" \
+      --seq-len "$seq" --steps 1 --bf16 true --peak-tflops 989 --tiled-mlp off \
+      >"$out_dir/ncu_$kernel.txt" 2>&1
     echo "rc $?"
     grep -E "Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy" \
       "$out_dir/ncu_$kernel.txt" | head -8

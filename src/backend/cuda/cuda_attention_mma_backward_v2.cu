@@ -39,8 +39,8 @@ using namespace mma_attention;  // NOLINT(google-build-using-namespace): the sha
 // the backward's ms for 16 llama layers at D = 128, T = 2048 / 12 GPT-2 layers at D = 64,
 // T = 1024): recomputed dQ with v1 24.9 / 7.3, the removed v2 23.5, v2-w8 21.6; stored dS with
 // v1's dK/dV 20.8 / 6.8, with v2-hoist's 18.1-18.3 / 6.6. The prediction had been ldmatrix-
-// bound time (v2 ~15% faster than v1): v2 gained 6%, v2-hoist, which loads the fewest fragments,
-// the most (~20% on the dK/dV kernel at D = 128, by difference).
+// bound time (v2 ~15% faster than v1): v2 gained 6% of the backward, v2-hoist, which loads the
+// fewest fragments, the most (2.7 ms of 16 layers against v1's dK/dV at D = 128).
 
 // rows_times_rows, with the A fragments either loaded from `a` (kHoisted false) or given in `af`
 // (as load_row_fragments loaded them). The same mma in the same order either way.
