@@ -202,7 +202,10 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   }
 }
 
-// One algorithm, needing no workspace, valid for the alignments the preference states.
+// Up to kSimulatedAlgorithms algorithms (as many as requested), all computing alike, needing no
+// workspace, valid for the alignments the preference states: several, so that a caller that
+// times the heuristic's candidates (ZERO_CUDA_GEMM_AUTOTUNE) runs its loop here too.
+constexpr int kSimulatedAlgorithms = 3;
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                                               cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                               cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
@@ -218,17 +221,20 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
       s != CUBLAS_STATUS_SUCCESS) {
     return s;
   }
-  results[0] = cublasLtMatmulHeuristicResult_t{};
   AlgoContents contents{kAlgoMagic, {}, 0};
   const MatmulPreference& pref = *preference_of(preference);
   for (int i = 0; i < 4; ++i) contents.min_alignment[i] = pref.min_alignment[i];
   contents.reduce_in_output_type =
       (pref.reduction_scheme_mask &
        (CUBLASLT_REDUCTION_SCHEME_INPLACE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)) != 0;
-  std::memcpy(results[0].algo.data, &contents, sizeof(contents));
-  results[0].workspaceSize = 0;
-  results[0].state = CUBLAS_STATUS_SUCCESS;
-  results[0].wavesCount = 1.0f;
-  *returned = 1;
+  const int count = requested < kSimulatedAlgorithms ? requested : kSimulatedAlgorithms;
+  for (int i = 0; i < count; ++i) {
+    results[i] = cublasLtMatmulHeuristicResult_t{};
+    std::memcpy(results[i].algo.data, &contents, sizeof(contents));
+    results[i].workspaceSize = 0;
+    results[i].state = CUBLAS_STATUS_SUCCESS;
+    results[i].wavesCount = 1.0f;
+  }
+  *returned = count;
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -63,6 +63,8 @@ class CudaBackend final : public Backend {
   // Matrix products computed as a tile-aligned main part and a tail (cuda_gemm_split.h), since
   // construction: how tests see that a product took that path.
   uint64_t split_products() const { return split_products_; }
+  // Product plans whose candidate algorithms were timed (ZERO_CUDA_GEMM_AUTOTUNE > 1).
+  uint64_t gemm_tunings() const;
   // cudaMemGetInfo's total for this device.
   std::optional<int64_t> device_memory_capacity_bytes() const override;
   // `columns` rounded up to a multiple of 16 bytes of `dtype` (bf16: 50257 -> 50264 elements),
@@ -191,6 +193,10 @@ class CudaBackend final : public Backend {
   // Matrix products (cuda_backend_matmul.cpp).
   void gemm(const cuda::GemmOperands& op);
   void gemm_realigned(const cuda::GemmOperands& op);
+  // matmul_->run with the backend's workspace, on the current stream; on a plan's first call
+  // with ZERO_CUDA_GEMM_AUTOTUNE > 1, first times its candidate algorithms into a scratch c.
+  // False (nothing written) when cuBLASLt has no algorithm.
+  bool run_matmul(const cuda::GemmOperands& op);
   // A 16-bit contiguous c added to (beta != 0) or split along k: the product summed in f32
   // scratch (split there as gemm decides) and rounded into c once.
   void gemm_through_f32(const cuda::GemmOperands& op);

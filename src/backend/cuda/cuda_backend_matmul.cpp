@@ -90,7 +90,7 @@ bool CudaBackend::gemm_pitched(const cuda::GemmOperands& op) {
     }
     p.c = c.raw_data();
   }
-  if (!matmul_->run(p, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+  if (!run_matmul(p)) {
     return false;  // the unpitched paths take it (nothing was written to op.c)
   }
   if (pitched_c) {
@@ -151,9 +151,7 @@ void CudaBackend::gemm(const cuda::GemmOperands& op) {
     }
   }
   if (pitch_pays(op) && gemm_pitched(op)) return;
-  if (matmul_->run(op, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
-    return;
-  }
+  if (run_matmul(op)) return;
   cuda::GemmOperands plain = op;
   if (op.bias != nullptr) {
     // No bias-epilogue algorithm for this shape: broadcast the bias, then add the product.
@@ -188,6 +186,18 @@ void CudaBackend::gemm_through_f32(const cuda::GemmOperands& op) {
   }
   gemm(wide);
   copy(c, sum_view);
+}
+
+uint64_t CudaBackend::gemm_tunings() const { return matmul_->tunings(); }
+
+bool CudaBackend::run_matmul(const cuda::GemmOperands& op) {
+  const size_t workspace_bytes = matmul_workspace_.nbytes();
+  if (matmul_->needs_tuning(op, workspace_bytes)) {
+    const size_t c_element = op.c_f32 ? sizeof(float) : dtype_size(op.dtype);
+    Tensor c = scratch(static_cast<size_t>(op.m) * static_cast<size_t>(op.ldc) * c_element);
+    matmul_->tune(op, c.raw_data(), matmul_workspace_.raw_data(), workspace_bytes, current());
+  }
+  return matmul_->run(op, matmul_workspace_.raw_data(), workspace_bytes, current());
 }
 
 bool CudaBackend::split_enabled() {
@@ -229,7 +239,7 @@ void CudaBackend::gemm_realigned(const cuda::GemmOperands& op) {
   aligned.a = a.raw_data();
   aligned.b = b.raw_data();
   aligned.c = c.raw_data();
-  if (!matmul_->run(aligned, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current())) {
+  if (!run_matmul(aligned)) {
     throw UnsupportedError("cuBLASLt has no algorithm for a " + std::string(dtype_name(op.dtype)) +
                            " product [" + std::to_string(op.m) + ", " + std::to_string(op.k) +
                            "] x [" + std::to_string(op.k) + ", " + std::to_string(op.n) + "]");

@@ -1,13 +1,17 @@
 #include "backend/cuda/cuda_matmul.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "core/parse_number.h"
 
 namespace zero::backend::cuda {
 namespace {
@@ -60,6 +64,8 @@ struct CublasLtMatmul::Plan {
   MatmulDesc desc;
   Layout first, second, out;  // cuBLASLt's A (our b), B (our a), C = D (our c)
   cublasLtMatmulHeuristicResult_t result{};
+  // Autotuning: the heuristic's answers still to time (empty once tuned, or when not tuning).
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
 };
 
 // Builds the plan for `key` - only from the key, so nothing the plan depends on can be missing
@@ -68,7 +74,7 @@ struct CublasLtMatmul::Plan {
 // algorithm".
 std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t handle,
                                                                const MatmulPlanKey& key,
-                                                               const void* bias) {
+                                                               const void* bias, int candidates) {
   const cudaDataType_t type = cuda_type(key.dtype);
   auto plan = std::make_unique<Plan>();
   cublasLtMatmulDesc_t raw_desc = nullptr;
@@ -127,19 +133,39 @@ std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t
       pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_schemes,
       sizeof(reduction_schemes)));
   int found = 0;
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(candidates));
   const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
       handle, plan->desc.get(), plan->first.get(), plan->second.get(), plan->out.get(),
-      plan->out.get(), pref.get(), 1, &plan->result, &found);
+      plan->out.get(), pref.get(), candidates, results.data(), &found);
   if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
       (heuristic == CUBLAS_STATUS_SUCCESS && found == 0)) {
     return std::make_unique<Plan>();  // supported = false; the descriptors are freed
   }
   ZERO_CUBLAS_CHECK(heuristic);
   plan->supported = true;
+  plan->result = results[0];
+  if (found > 1) plan->candidates.assign(results.begin(), results.begin() + found);
   return plan;
 }
 
-CublasLtMatmul::CublasLtMatmul() : plans_(kMaxPlans) {
+int CublasLtMatmul::autotune_candidates_from_environment() {
+  const char* value = std::getenv("ZERO_CUDA_GEMM_AUTOTUNE");
+  if (value == nullptr) return 1;
+  const std::optional<int64_t> count = parse_int64(value);
+  if (!count || *count < 1 || *count > kMaxAutotuneCandidates) {
+    throw ConfigError("ZERO_CUDA_GEMM_AUTOTUNE=" + std::string(value) +
+                      " is not a candidate count: say a whole number from 1 (the heuristic's "
+                      "first algorithm, the default) to " +
+                      std::to_string(kMaxAutotuneCandidates) + ", or unset it");
+  }
+  return static_cast<int>(*count);
+}
+
+CublasLtMatmul::CublasLtMatmul(int autotune_candidates)
+    : autotune_candidates_(autotune_candidates), plans_(kMaxPlans) {
+  ZERO_CHECK(autotune_candidates >= 1 && autotune_candidates <= kMaxAutotuneCandidates,
+             "autotune candidates " << autotune_candidates << " outside [1, "
+                                    << kMaxAutotuneCandidates << "]");
   ZERO_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -153,24 +179,76 @@ bool CublasLtMatmul::run(const GemmOperands& op, void* workspace, size_t workspa
   if (op.bias != nullptr) {
     ZERO_CHECK(op.beta == 0.0f, "the bias epilogue is used with beta = 0 only");
   }
-  const MatmulPlanKey key = make_plan_key(op, workspace_bytes);
-  Plan* plan = nullptr;
-  if (std::unique_ptr<Plan>* cached = plans_.find(key)) {
-    ++plan_hits_;
-    plan = cached->get();
-  } else {
-    ++plan_misses_;
-    plan = plans_.insert(key, make_plan(handle_, key, op.bias)).get();
-  }
-  if (!plan->supported) return false;
+  Plan& plan = plan_for(op, workspace_bytes);
+  if (!plan.supported) return false;
   // The cached descriptor holds the bias pointer of the call that made it; this call's bias has
   // the same alignment (it is in the key) but may live elsewhere.
-  if (key.bias) set_bias_pointer(plan->desc.get(), op.bias);
-  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc.get(), &op.alpha, op.b, plan->first.get(),
-                                   op.a, plan->second.get(), &op.beta, op.c, plan->out.get(), op.c,
-                                   plan->out.get(), &plan->result.algo, workspace, workspace_bytes,
+  if (op.bias != nullptr) set_bias_pointer(plan.desc.get(), op.bias);
+  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc.get(), &op.alpha, op.b, plan.first.get(),
+                                   op.a, plan.second.get(), &op.beta, op.c, plan.out.get(), op.c,
+                                   plan.out.get(), &plan.result.algo, workspace, workspace_bytes,
                                    stream));
   return true;
+}
+
+CublasLtMatmul::Plan& CublasLtMatmul::plan_for(const GemmOperands& op, size_t workspace_bytes) {
+  const MatmulPlanKey key = make_plan_key(op, workspace_bytes);
+  if (std::unique_ptr<Plan>* cached = plans_.find(key)) {
+    ++plan_hits_;
+    return **cached;
+  }
+  ++plan_misses_;
+  return *plans_.insert(key, make_plan(handle_, key, op.bias, autotune_candidates_));
+}
+
+bool CublasLtMatmul::needs_tuning(const GemmOperands& op, size_t workspace_bytes) {
+  if (autotune_candidates_ == 1) return false;
+  const Plan& plan = plan_for(op, workspace_bytes);
+  return plan.supported && !plan.candidates.empty();
+}
+
+void CublasLtMatmul::tune(const GemmOperands& op, void* scratch_c, void* workspace,
+                          size_t workspace_bytes, cudaStream_t stream) {
+  Plan& plan = plan_for(op, workspace_bytes);
+  if (!plan.supported || plan.candidates.empty()) return;
+  if (op.bias != nullptr) set_bias_pointer(plan.desc.get(), op.bias);
+  const float beta = 0.0f;  // the scratch's old contents do not matter
+  cudaEvent_t start = nullptr, end = nullptr;
+  ZERO_CUDA_CHECK(cudaEventCreate(&start));
+  ZERO_CUDA_CHECK(cudaEventCreate(&end));
+  size_t best = 0;
+  float best_ms = 0.0f;
+  try {
+    for (size_t i = 0; i < plan.candidates.size(); ++i) {
+      const cublasLtMatmulAlgo_t* algo = &plan.candidates[i].algo;
+      auto product = [&] {
+        ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc.get(), &op.alpha, op.b,
+                                         plan.first.get(), op.a, plan.second.get(), &beta,
+                                         scratch_c, plan.out.get(), scratch_c, plan.out.get(),
+                                         algo, workspace, workspace_bytes, stream));
+      };
+      product();  // warm-up: the kernel's first launch loads its module
+      ZERO_CUDA_CHECK(cudaEventRecord(start, stream));
+      for (int r = 0; r < kTimedRuns; ++r) product();
+      ZERO_CUDA_CHECK(cudaEventRecord(end, stream));
+      ZERO_CUDA_CHECK(cudaEventSynchronize(end));
+      float ms = 0.0f;
+      ZERO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
+      if (i == 0 || ms < best_ms) {
+        best = i;
+        best_ms = ms;
+      }
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  plan.result = plan.candidates[best];
+  plan.candidates.clear();
+  ++tunings_;
 }
 
 }  // namespace zero::backend::cuda

@@ -34,8 +34,17 @@ class CublasLtMatmul {
  public:
   // Plans kept; GPT-2 training needs a few dozen (one per distinct product and alignment).
   static constexpr size_t kMaxPlans = 256;
+  static constexpr int kMaxAutotuneCandidates = 16;
 
-  CublasLtMatmul();
+  // The algorithms a plan times before it keeps one, from ZERO_CUDA_GEMM_AUTOTUNE: unset or 1,
+  // the heuristic's first (the default, deterministic); 2 to kMaxAutotuneCandidates, the
+  // heuristic's first that many, each timed on the plan's first call (tune()). An A/B knob for a
+  // GPU session: timing noise can pick another algorithm from one run to the next, and another
+  // algorithm rounds differently, so autotuned runs are not bit-reproducible. Anything else
+  // throws ConfigError naming the variable.
+  static int autotune_candidates_from_environment();
+
+  explicit CublasLtMatmul(int autotune_candidates = autotune_candidates_from_environment());
   ~CublasLtMatmul();
   CublasLtMatmul(const CublasLtMatmul&) = delete;
   CublasLtMatmul& operator=(const CublasLtMatmul&) = delete;
@@ -46,24 +55,39 @@ class CublasLtMatmul {
   // `workspace` is device memory of `workspace_bytes`.
   bool run(const GemmOperands& op, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+  // Autotuning (autotune candidates > 1): whether op's plan has candidates still to time, and the
+  // timing itself - each candidate writes op's product to `scratch_c` (op.c's extent: m rows of
+  // ldc elements in c's type; beta 0, op.c untouched), a warm-up and kTimedRuns timed calls
+  // between two events, then the fastest becomes the plan's algorithm. Synchronises `stream`
+  // (once per plan, in the first training step).
+  static constexpr int kTimedRuns = 3;
+  bool needs_tuning(const GemmOperands& op, size_t workspace_bytes);
+  void tune(const GemmOperands& op, void* scratch_c, void* workspace, size_t workspace_bytes,
+            cudaStream_t stream);
+
   // How many calls found their plan cached / made a new one (the heuristic ran), for tests and
   // profiling.
   uint64_t plan_hits() const { return plan_hits_; }
   uint64_t plan_misses() const { return plan_misses_; }
+  uint64_t tunings() const { return tunings_; }  // plans tuned
   size_t cached_plans() const { return plans_.size(); }
 
  private:
   struct Plan;  // cuda_matmul.cpp: RAII descriptors and the chosen algorithm
 
-  // The plan for `key`, asking the heuristic; `bias` is the calling op's bias pointer.
+  // The plan for `key`, asking the heuristic for `candidates` algorithms; `bias` is the calling
+  // op's bias pointer.
   static std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const MatmulPlanKey& key,
-                                         const void* bias);
+                                         const void* bias, int candidates);
+  // op's plan, cached or made now.
+  Plan& plan_for(const GemmOperands& op, size_t workspace_bytes);
 
   cublasLtHandle_t handle_ = nullptr;
+  int autotune_candidates_ = 1;
   // unique_ptr keeps Plan's definition in the .cpp; the cache is constructed and destroyed there
   // (so no initialiser here).
   MatmulPlanCache<std::unique_ptr<Plan>> plans_;
-  uint64_t plan_hits_ = 0, plan_misses_ = 0;
+  uint64_t plan_hits_ = 0, plan_misses_ = 0, tunings_ = 0;
 };
 
 }  // namespace zero::backend::cuda
