@@ -6,7 +6,6 @@
 // there as on a GPU. The variable itself is parsed strictly.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,34 +15,16 @@
 #include "backend/cuda/cuda_matmul.h"
 #include "core/error.h"
 #include "cuda_test_support.h"
+#include "support/env_guard.h"
 
 namespace zero::backend::cuda_test {
 namespace {
 
-// Sets ZERO_CUDA_GEMM_AUTOTUNE for its life, restoring what was there.
-class AutotuneVariable {
- public:
-  explicit AutotuneVariable(const char* value) {
-    if (const char* before = std::getenv(kName)) saved_ = before;
-    if (value != nullptr) {
-      setenv(kName, value, 1);
-    } else {
-      unsetenv(kName);
-    }
-  }
-  ~AutotuneVariable() {
-    if (saved_) {
-      setenv(kName, saved_->c_str(), 1);
-    } else {
-      unsetenv(kName);
-    }
-  }
-  AutotuneVariable(const AutotuneVariable&) = delete;
-  AutotuneVariable& operator=(const AutotuneVariable&) = delete;
-
- private:
-  static constexpr const char* kName = "ZERO_CUDA_GEMM_AUTOTUNE";
-  std::optional<std::string> saved_;
+// ZERO_CUDA_GEMM_AUTOTUNE set to `value` (unset for nullptr) for the guard's life.
+struct AutotuneVariable : test_support::EnvGuard {
+  explicit AutotuneVariable(const char* value)
+      : EnvGuard("ZERO_CUDA_GEMM_AUTOTUNE",
+                 value != nullptr ? std::optional<std::string>(value) : std::nullopt) {}
 };
 
 class CudaGemmAutotune : public CudaTest {};

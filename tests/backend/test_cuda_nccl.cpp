@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,35 +18,12 @@
 #include "comm/self_comm.h"
 #include "cuda_test_support.h"
 #include "engine/zero_harness.h"
+#include "support/env_guard.h"
 
 namespace zero::backend::cuda_test {
 namespace {
 
-// Sets (or unsets, for nullopt) an environment variable for the guard's lifetime.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value->c_str(), 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~EnvGuard() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  EnvGuard(const EnvGuard&) = delete;
-  EnvGuard& operator=(const EnvGuard&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test_support::EnvGuard;
 
 TEST(NcclLocalRank, ReadsTheLaunchersVariableStrictly) {
   EnvGuard ompi("OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt);
