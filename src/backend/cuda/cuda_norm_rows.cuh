@@ -98,11 +98,11 @@ constexpr int norm_fused_max_vectors() {
 
 // The backward's dx, a warp per row on vectors held in registers (x, dy and the residual between
 // the sums and dx; dx may be dy's or the residual's buffer: a lane loads its vectors before it
-// stores them). Warp w of the grid
-// takes rows [w row_block, (w + 1) row_block) in order. With kPartials it also adds each row's
-// weight (and bias) gradient terms into per-lane f32 sums of its channels and stores them as
-// partial row w ([partial rows, channels], partial_b null without a bias gradient) for
-// norm_finish_kernel: x and dy are read once, where a separate partials kernel read them again.
+// stores them). Warp w of the grid takes rows [w row_block, (w + 1) row_block) in order.
+// With kPartials it also adds each row's weight (and bias) gradient terms into per-lane f32 sums
+// of its channels and stores them as partial row w ([partial rows, channels], partial_b null
+// without a bias gradient) for norm_finish_kernel: x and dy are read once, where a separate
+// partials kernel read them again.
 template <typename Norm, typename T, int kVectors, bool kPartials>
 __global__ void __launch_bounds__(kNormRowThreads)
     norm_backward_rows_kernel(T* dx, float* partial_w, float* partial_b, const T* dy, const T* x,
