@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "core/error.h"
 #include "cuda_test_support.h"
+#include "support/env_guard.h"
 
 namespace zero::backend::cuda_test {
 namespace {
@@ -200,17 +201,14 @@ TEST_F(CudaAttentionVariants, ForwardV2GivesTheBytesOfV1) {
 // `listed` values; `good` gives `chosen`; an override (`other`) wins over the environment until
 // cleared. The environment is read once, on the first call without an override: a value that
 // throws is read again next time (the static's initialisation did not complete), a valid one
-// stays. Restores the variable however it was.
+// stays. Restores the variable however the check ends.
 template <typename Choice>
 void check_environment_choice(const char* variable, const char* bad, const char* listed,
                               const char* good, Choice chosen, Choice other,
                               const std::function<Choice()>& get,
                               void (*set)(std::optional<Choice>)) {
   set(std::nullopt);
-  const char* before = std::getenv(variable);
-  const std::optional<std::string> saved =
-      before != nullptr ? std::optional<std::string>(before) : std::nullopt;
-  ASSERT_EQ(setenv(variable, bad, 1), 0);
+  const test_support::EnvGuard guard(variable, bad);
   try {
     get();
     ADD_FAILURE() << variable << "=" << bad << " was accepted";
@@ -225,11 +223,6 @@ void check_environment_choice(const char* variable, const char* bad, const char*
   EXPECT_EQ(get(), other);
   set(std::nullopt);
   EXPECT_EQ(get(), chosen);
-  if (saved) {
-    setenv(variable, saved->c_str(), 1);
-  } else {
-    unsetenv(variable);
-  }
 }
 
 TEST_F(CudaAttentionVariants, EnvironmentNamesTheBackwardChoiceAndRejectsOthers) {
