@@ -193,9 +193,9 @@ class CudaBackend final : public Backend {
   // Matrix products (cuda_backend_matmul.cpp).
   void gemm(const cuda::GemmOperands& op);
   void gemm_realigned(const cuda::GemmOperands& op);
-  // matmul_->run with the backend's workspace, on the current stream; on a plan's first call
-  // with ZERO_CUDA_GEMM_AUTOTUNE > 1, first times its candidate algorithms into a scratch c.
-  // False (nothing written) when cuBLASLt has no algorithm.
+  // matmul_->run with the backend's workspace and, for ZERO_CUDA_GEMM_AUTOTUNE's timing on a
+  // plan's first call, a scratch c, on the current stream. False (nothing written) when cuBLASLt
+  // has no algorithm.
   bool run_matmul(const cuda::GemmOperands& op);
   // A 16-bit contiguous c added to (beta != 0) or split along k: the product summed in f32
   // scratch (split there as gemm decides) and rounded into c once.

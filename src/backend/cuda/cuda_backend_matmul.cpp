@@ -191,13 +191,12 @@ void CudaBackend::gemm_through_f32(const cuda::GemmOperands& op) {
 uint64_t CudaBackend::gemm_tunings() const { return matmul_->tunings(); }
 
 bool CudaBackend::run_matmul(const cuda::GemmOperands& op) {
-  const size_t workspace_bytes = matmul_workspace_.nbytes();
-  if (matmul_->needs_tuning(op, workspace_bytes)) {
-    const size_t c_element = op.c_f32 ? sizeof(float) : dtype_size(op.dtype);
-    Tensor c = scratch(static_cast<size_t>(op.m) * static_cast<size_t>(op.ldc) * c_element);
-    matmul_->tune(op, c.raw_data(), matmul_workspace_.raw_data(), workspace_bytes, current());
-  }
-  return matmul_->run(op, matmul_workspace_.raw_data(), workspace_bytes, current());
+  Tensor tuning_c;  // freed when the call returns (the timing has synchronised by then)
+  return matmul_->run(op, matmul_workspace_.raw_data(), matmul_workspace_.nbytes(), current(),
+                      [&](size_t bytes) {
+                        tuning_c = scratch(bytes);
+                        return tuning_c.raw_data();
+                      });
 }
 
 bool CudaBackend::split_enabled() {

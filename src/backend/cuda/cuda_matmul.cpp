@@ -175,43 +175,39 @@ CublasLtMatmul::~CublasLtMatmul() {
 }
 
 bool CublasLtMatmul::run(const GemmOperands& op, void* workspace, size_t workspace_bytes,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const TuningScratch& tuning_scratch) {
   if (op.bias != nullptr) {
     ZERO_CHECK(op.beta == 0.0f, "the bias epilogue is used with beta = 0 only");
   }
-  Plan& plan = plan_for(op, workspace_bytes);
-  if (!plan.supported) return false;
+  const MatmulPlanKey key = make_plan_key(op, workspace_bytes);
+  Plan* plan = nullptr;
+  if (std::unique_ptr<Plan>* cached = plans_.find(key)) {
+    ++plan_hits_;
+    plan = cached->get();
+  } else {
+    ++plan_misses_;
+    plan = plans_.insert(key, make_plan(handle_, key, op.bias, autotune_candidates_)).get();
+  }
+  if (!plan->supported) return false;
   // The cached descriptor holds the bias pointer of the call that made it; this call's bias has
   // the same alignment (it is in the key) but may live elsewhere.
-  if (op.bias != nullptr) set_bias_pointer(plan.desc.get(), op.bias);
-  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc.get(), &op.alpha, op.b, plan.first.get(),
-                                   op.a, plan.second.get(), &op.beta, op.c, plan.out.get(), op.c,
-                                   plan.out.get(), &plan.result.algo, workspace, workspace_bytes,
+  if (op.bias != nullptr) set_bias_pointer(plan->desc.get(), op.bias);
+  if (!plan->candidates.empty()) {
+    ZERO_CHECK(tuning_scratch, "autotuning a product needs tuning scratch");
+    const size_t c_element = op.c_f32 ? sizeof(float) : dtype_size(op.dtype);
+    void* scratch_c =
+        tuning_scratch(static_cast<size_t>(op.m) * static_cast<size_t>(op.ldc) * c_element);
+    tune(*plan, op, scratch_c, workspace, workspace_bytes, stream);
+  }
+  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc.get(), &op.alpha, op.b, plan->first.get(),
+                                   op.a, plan->second.get(), &op.beta, op.c, plan->out.get(), op.c,
+                                   plan->out.get(), &plan->result.algo, workspace, workspace_bytes,
                                    stream));
   return true;
 }
 
-CublasLtMatmul::Plan& CublasLtMatmul::plan_for(const GemmOperands& op, size_t workspace_bytes) {
-  const MatmulPlanKey key = make_plan_key(op, workspace_bytes);
-  if (std::unique_ptr<Plan>* cached = plans_.find(key)) {
-    ++plan_hits_;
-    return **cached;
-  }
-  ++plan_misses_;
-  return *plans_.insert(key, make_plan(handle_, key, op.bias, autotune_candidates_));
-}
-
-bool CublasLtMatmul::needs_tuning(const GemmOperands& op, size_t workspace_bytes) {
-  if (autotune_candidates_ == 1) return false;
-  const Plan& plan = plan_for(op, workspace_bytes);
-  return plan.supported && !plan.candidates.empty();
-}
-
-void CublasLtMatmul::tune(const GemmOperands& op, void* scratch_c, void* workspace,
+void CublasLtMatmul::tune(Plan& plan, const GemmOperands& op, void* scratch_c, void* workspace,
                           size_t workspace_bytes, cudaStream_t stream) {
-  Plan& plan = plan_for(op, workspace_bytes);
-  if (!plan.supported || plan.candidates.empty()) return;
-  if (op.bias != nullptr) set_bias_pointer(plan.desc.get(), op.bias);
   const float beta = 0.0f;  // the scratch's old contents do not matter
   cudaEvent_t start = nullptr, end = nullptr;
   ZERO_CUDA_CHECK(cudaEventCreate(&start));

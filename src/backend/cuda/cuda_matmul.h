@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "backend/cuda/cuda_gemm_operands.h"
@@ -53,17 +54,16 @@ class CublasLtMatmul {
   // cuBLASLt has no algorithm for the request (the caller then drops the bias epilogue or copies
   // unaligned operands to aligned buffers); throws for any other failure. m, n, k > 0.
   // `workspace` is device memory of `workspace_bytes`.
-  bool run(const GemmOperands& op, void* workspace, size_t workspace_bytes, cudaStream_t stream);
-
-  // Autotuning (autotune candidates > 1): whether op's plan has candidates still to time, and the
-  // timing itself - each candidate writes op's product to `scratch_c` (op.c's extent: m rows of
-  // ldc elements in c's type; beta 0, op.c untouched), a warm-up and kTimedRuns timed calls
-  // between two events, then the fastest becomes the plan's algorithm. Synchronises `stream`
-  // (once per plan, in the first training step).
+  // Autotuning (autotune candidates > 1): on a plan's first call, before the product, each
+  // candidate algorithm writes it to device memory that `tuning_scratch(bytes)` provides (op.c's
+  // extent: m rows of ldc elements in c's type; beta 0, so op.c is untouched; the memory must
+  // stay valid until run returns), a warm-up and kTimedRuns timed calls between two events, and
+  // the fastest becomes the plan's algorithm. That synchronises `stream` (once per plan, in the
+  // first training step). Without autotuning tuning_scratch is never called.
   static constexpr int kTimedRuns = 3;
-  bool needs_tuning(const GemmOperands& op, size_t workspace_bytes);
-  void tune(const GemmOperands& op, void* scratch_c, void* workspace, size_t workspace_bytes,
-            cudaStream_t stream);
+  using TuningScratch = std::function<void*(size_t bytes)>;
+  bool run(const GemmOperands& op, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+           const TuningScratch& tuning_scratch = {});
 
   // How many calls found their plan cached / made a new one (the heuristic ran), for tests and
   // profiling.
@@ -79,8 +79,9 @@ class CublasLtMatmul {
   // op's bias pointer.
   static std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const MatmulPlanKey& key,
                                          const void* bias, int candidates);
-  // op's plan, cached or made now.
-  Plan& plan_for(const GemmOperands& op, size_t workspace_bytes);
+  // Times plan's candidates (see run) into scratch_c and keeps the fastest.
+  void tune(Plan& plan, const GemmOperands& op, void* scratch_c, void* workspace,
+            size_t workspace_bytes, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   int autotune_candidates_ = 1;
