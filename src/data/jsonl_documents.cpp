@@ -84,7 +84,7 @@ Document parse_jsonl_record(const JsonlLine& line, const JsonlFields& fields,
         "--prompt-field P and --response-field R");
   }
   // JSON text is UTF-8; nlohmann rejects bad bytes too, but only as "not valid JSON".
-  if (const auto bad = first_invalid_utf8(line.text)) {
+  if (const auto bad = invalid_utf8_offset(line.text)) {
     throw FileError(where(path, line) + ": invalid UTF-8 at byte offset " +
                     std::to_string(line.offset + *bad) +
                     " of the file; JSONL must be UTF-8 text (re-encode the file, e.g. with "

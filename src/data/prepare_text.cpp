@@ -164,7 +164,7 @@ void tokenize_text_files(const PrepareOptions& options, const std::vector<int64_
         const std::string text = io::read_text_file(path, "the text file to tokenize",
                                                     kMaxCorpusFileBytes);
         if (!any_bytes) {
-          if (const auto bad = first_invalid_utf8(text)) {
+          if (const auto bad = invalid_utf8_offset(text)) {
             throw FileError(path + ": invalid UTF-8 at byte offset " + std::to_string(*bad) +
                             " (line " + std::to_string(line_of_offset(text, *bad)) + "); " +
                             tokenizer.description() +

@@ -11,8 +11,9 @@ namespace zero::data {
 
 // The byte offset of the first byte that does not start or continue a well-formed UTF-8
 // sequence (RFC 3629: no overlong forms, no surrogates U+D800..U+DFFF, nothing above U+10FFFF,
-// no truncated sequence at the end); nullopt when `text` is valid UTF-8.
-std::optional<size_t> first_invalid_utf8(std::string_view text);
+// no truncated sequence at the end); nullopt when `text` is valid UTF-8. The tokenizer's
+// validator (data/tokenizer/utf8.h) answering as an optional: one decoder of UTF-8 in zero.
+std::optional<size_t> invalid_utf8_offset(std::string_view text);
 
 // The 1-based line number of byte `offset` in `text` (lines end at '\n'), for messages.
 int64_t line_of_offset(std::string_view text, size_t offset);

@@ -4,20 +4,15 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "sharding/estimate_math.h"
 #include "model/sequence_tiling.h"
 #include "model/tensor_parallel.h"
 
 namespace zero::sharding {
 namespace {
 
-const char* const kWhat = "the memory estimate for this model, micro-batch and sequence length";
+using namespace estimate_math;  // mul, add: overflow-checked
 
-int64_t mul(std::initializer_list<int64_t> factors) { return checked_product(factors, kWhat); }
-int64_t add(std::initializer_list<int64_t> terms) {
-  int64_t sum = 0;
-  for (int64_t t : terms) sum = checked_sum(sum, t, kWhat);
-  return sum;
-}
 int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 void validate(const ActivationSettings& a) {

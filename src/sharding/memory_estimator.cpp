@@ -5,6 +5,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "sharding/estimate_math.h"
 
 namespace zero::sharding {
 namespace {
@@ -17,12 +18,7 @@ constexpr int64_t kAllStates = 18;          // kPartitionedStates + fp16 grads
 constexpr int64_t kNvmeOptimizerStates = 12;  // fp32 master + Adam moments
 constexpr int64_t kFp32Bytes = 4;
 
-// Sizes come from files and flags (config.json, --total-params, --micro-batch), so every
-// product and sum is overflow-checked; the error names what overflowed.
-const char* const kWhat = "the memory estimate for this model, micro-batch and sequence length";
-
-int64_t mul(std::initializer_list<int64_t> factors) { return checked_product(factors, kWhat); }
-int64_t add(int64_t a, int64_t b) { return checked_sum(a, b, kWhat); }
+using namespace estimate_math;  // mul, add: overflow-checked
 
 // DeepSpeed computes host bytes in floating point and truncates; so do we, so the numbers match.
 int64_t host_bytes(double params, double bytes_per_param, double buffer_factor) {

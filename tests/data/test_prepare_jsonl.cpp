@@ -349,15 +349,15 @@ TEST(JsonlLines, BlankLinesAreSkippedAndNumbersKept) {
 }
 
 TEST(Utf8Check, FindsTheFirstIllFormedByte) {
-  EXPECT_EQ(first_invalid_utf8("plain ascii"), std::nullopt);
-  EXPECT_EQ(first_invalid_utf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), std::nullopt);  // é € 😀
-  EXPECT_EQ(first_invalid_utf8("a\x80"), 1u);                // lone continuation byte
-  EXPECT_EQ(first_invalid_utf8("ab\xc0\xaf"), 2u);           // overlong '/'
-  EXPECT_EQ(first_invalid_utf8("\xe0\x80\xaf"), 0u);         // overlong 3-byte form
-  EXPECT_EQ(first_invalid_utf8("x\xed\xa0\x80"), 1u);        // surrogate U+D800
-  EXPECT_EQ(first_invalid_utf8("\xf4\x90\x80\x80"), 0u);     // above U+10FFFF
-  EXPECT_EQ(first_invalid_utf8("ok\xe2\x82"), 2u);           // truncated at the end
-  EXPECT_EQ(first_invalid_utf8("\xf5\x80\x80\x80"), 0u);
+  EXPECT_EQ(invalid_utf8_offset("plain ascii"), std::nullopt);
+  EXPECT_EQ(invalid_utf8_offset("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), std::nullopt);  // é € 😀
+  EXPECT_EQ(invalid_utf8_offset("a\x80"), 1u);                // lone continuation byte
+  EXPECT_EQ(invalid_utf8_offset("ab\xc0\xaf"), 2u);           // overlong '/'
+  EXPECT_EQ(invalid_utf8_offset("\xe0\x80\xaf"), 0u);         // overlong 3-byte form
+  EXPECT_EQ(invalid_utf8_offset("x\xed\xa0\x80"), 1u);        // surrogate U+D800
+  EXPECT_EQ(invalid_utf8_offset("\xf4\x90\x80\x80"), 0u);     // above U+10FFFF
+  EXPECT_EQ(invalid_utf8_offset("ok\xe2\x82"), 2u);           // truncated at the end
+  EXPECT_EQ(invalid_utf8_offset("\xf5\x80\x80\x80"), 0u);
   EXPECT_EQ(line_of_offset("a\nb\nc", 4), 3);
 }
 

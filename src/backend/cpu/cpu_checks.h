@@ -14,6 +14,19 @@ inline void require_contiguous(const Tensor& t, const char* op, const char* name
   }
 }
 
+// For the ops that also take tensors a caller may hand over from a device (copy, fill, the
+// classifier): a device tensor is an UnsupportedError that says to copy it to the host first.
+inline void expect_host_contiguous(const Tensor& t, const char* op, const char* name) {
+  if (!t.device().is_cpu()) {
+    throw UnsupportedError(std::string(op) + ": " + name + " " + t.describe() +
+                           " is not on the CPU; copy it to the host first");
+  }
+  if (!t.is_contiguous()) {
+    throw ShapeError(std::string(op) + ": " + name + " " + t.describe() +
+                     " must be contiguous; make a contiguous copy first");
+  }
+}
+
 inline void require_same_shape(const Tensor& a, const Tensor& b, const char* op, const char* a_name,
                                const char* b_name) {
   if (a.shape() != b.shape()) {

@@ -15,23 +15,13 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_dispatch.h"
 #include "backend/cpu/cpu_math.h"
 #include "core/error.h"
 
 namespace zero::backend::cpu {
 namespace {
-
-void expect_host_contiguous(const Tensor& t, const char* op, const char* name) {
-  if (!t.device().is_cpu()) {
-    throw UnsupportedError(std::string(op) + ": " + name + " " + t.describe() +
-                           " is not on the CPU; copy it to the host first");
-  }
-  if (!t.is_contiguous()) {
-    throw ShapeError(std::string(op) + ": " + name + " " + t.describe() +
-                     " must be contiguous; make a contiguous copy first");
-  }
-}
 
 inline float row_exp(float x) { return exp_nonpositive(x); }
 inline double row_exp(double x) { return std::exp(x); }

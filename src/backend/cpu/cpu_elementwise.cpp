@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_dispatch.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -20,17 +21,6 @@ namespace {
 // Below this many elements a loop runs on the calling thread: waking the OpenMP team costs more
 // than the work.
 constexpr int64_t kParallelMinElements = int64_t{1} << 15;
-
-void expect_host_contiguous(const Tensor& t, const char* op, const char* name) {
-  if (!t.device().is_cpu()) {
-    throw UnsupportedError(std::string(op) + ": " + name + " " + t.describe() +
-                           " is not on the CPU; copy it to the host first");
-  }
-  if (!t.is_contiguous()) {
-    throw ShapeError(std::string(op) + ": " + name + " " + t.describe() +
-                     " must be contiguous; make a contiguous copy first");
-  }
-}
 
 // Rounds toward zero to float, then sets the lowest mantissa bit if anything was discarded.
 // Float keeps 13+ more significand bits than f16/bf16, so rounding this float to nearest-even

@@ -10,22 +10,12 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_dispatch.h"
 #include "core/error.h"
 
 namespace zero::backend::cpu {
 namespace {
-
-void expect_host_contiguous(const Tensor& t, const char* op, const char* name) {
-  if (!t.device().is_cpu()) {
-    throw UnsupportedError(std::string(op) + ": " + name + " " + t.describe() +
-                           " is not on the CPU; copy it to the host first");
-  }
-  if (!t.is_contiguous()) {
-    throw ShapeError(std::string(op) + ": " + name + " " + t.describe() +
-                     " must be contiguous; make a contiguous copy first");
-  }
-}
 
 // Checks table [V, C], ids (i32/i64) and rows [..., C] with one row per id.
 void check_shapes(const Tensor& rows, const char* rows_name, const Tensor& ids,

@@ -11,22 +11,12 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_dispatch.h"
 #include "core/error.h"
 
 namespace zero::backend::cpu {
 namespace {
-
-void expect_host_contiguous(const Tensor& t, const char* op, const char* name) {
-  if (!t.device().is_cpu()) {
-    throw UnsupportedError(std::string(op) + ": " + name + " " + t.describe() +
-                           " is not on the CPU; copy it to the host first");
-  }
-  if (!t.is_contiguous()) {
-    throw ShapeError(std::string(op) + ": " + name + " " + t.describe() +
-                     " must be contiguous; make a contiguous copy first");
-  }
-}
 
 void expect_same_dtype(const Tensor& t, const Tensor& ref, const char* op, const char* name,
                        const char* ref_name) {

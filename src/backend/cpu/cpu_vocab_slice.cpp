@@ -10,18 +10,12 @@
 #include <limits>
 #include <string>
 
+#include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_dispatch.h"
 #include "core/error.h"
 
 namespace zero::backend::cpu {
 namespace {
-
-void expect_host_contiguous(const Tensor& t, const char* op, const char* name) {
-  if (!t.device().is_cpu() || !t.is_contiguous()) {
-    throw ShapeError(std::string(op) + ": " + name + " " + t.describe() +
-                     " must be a contiguous host tensor");
-  }
-}
 
 void expect_ids(const Tensor& ids, int64_t n, const char* op, const char* name) {
   expect_host_contiguous(ids, op, name);
