@@ -1,6 +1,6 @@
 // Device-side helpers shared by the .cu files: widening loads and narrowing stores of the
-// storage types (the same bit-exact conversions as core/half.h, which they call: nvcc compiles
-// its constexpr functions for the device with --expt-relaxed-constexpr), block reductions with
+// storage types (core/half.h's bits for every non-NaN value; on the GPU through cvt, below),
+// block reductions with
 // a fixed combining order (results do not depend on timing), and the host-side dtype dispatch.
 #pragma once
 #include <cuda_runtime.h>
@@ -20,12 +20,14 @@ __device__ __forceinline__ float load_f32(const float* p, int64_t i) { return p[
 __device__ __forceinline__ float load_f32(const bf16* p, int64_t i) {
   return __uint_as_float(static_cast<uint32_t>(p[i].bits) << 16);
 }
-// f16 on the GPU goes through the hardware conversions: cvt.f32.f16 is exact and cvt.rn.f16.f32
-// rounds to nearest even with overflow to Inf and subnormals kept, the bits core/half.h computes
-// for every non-NaN value (a NaN comes out as a NaN, its payload not kept). core/half.h's
-// software conversion is a dozen branches an element, and in the unrolled warp-per-row norm
-// kernels it made the f16 instantiations ~80% of their PTX (and of nvcc's time). The CUDA
-// simulator (no __CUDA_ARCH__) runs core/half.h's conversion, the CPU oracle's.
+// The 16-bit conversions on the GPU are the hardware's cvt: cvt.f32.f16 is exact, and
+// cvt.rn.f16.f32 / cvt.rn.bf16.f32 round to nearest even with overflow to Inf and subnormals
+// kept - core/half.h's bits for every value but a NaN, which stays a NaN without its payload
+// (the canonical 0x7fff, as PyTorch's conversions give). core/half.h's f16 conversion is a dozen
+// branches an element: in the unrolled warp-per-row norm kernels it made the f16 instantiations
+// ~80% of their PTX and of nvcc's time (the three norm files 326 s -> 62 s on 2 cores); the bf16
+// one is five integer instructions a store where cvt is one. The CUDA simulator (no
+// __CUDA_ARCH__) runs core/half.h's conversions, the CPU oracle's.
 __device__ __forceinline__ float f16_bits_to_f32(uint16_t bits) {
 #if defined(__CUDA_ARCH__)
   float value;
@@ -48,8 +50,17 @@ __device__ __forceinline__ float load_f32(const f16* p, int64_t i) {
   return f16_bits_to_f32(p[i].bits);
 }
 __device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ uint16_t f32_to_bf16_bits(float value) {
+#if defined(__CUDA_ARCH__)
+  uint16_t bits;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+  return bits;
+#else
+  return float_to_bf16_bits(value);
+#endif
+}
 __device__ __forceinline__ void store_f32(bf16* p, int64_t i, float v) {
-  p[i].bits = float_to_bf16_bits(v);
+  p[i].bits = f32_to_bf16_bits(v);
 }
 __device__ __forceinline__ void store_f32(f16* p, int64_t i, float v) {
   p[i].bits = f32_to_f16_bits(v);

@@ -1,7 +1,7 @@
 // 16-byte vector loads and stores of storage elements, widened to and rounded from f32, for the
 // bandwidth-bound pointwise kernels (RoPE, activations). One vector is one ld/st.global.v4.u32:
 // kVectorWidth<T> = 16 / sizeof(T) elements (8 bf16/f16, 4 f32). Lanes are taken apart with
-// shifts and converted by load_f32/store_f32's own code (core/half.h), so a vector kernel stores
+// shifts and converted by load_f32/store_f32 (cuda_device_math.cuh), so a vector kernel stores
 // the same bits as the scalar kernel element for element. Used by the pointwise kernels, the
 // norms (cuda_norm_vector.cuh) and the shared-memory classifier (cuda_cross_entropy.cu).
 // Every address passed to load_vector/store_vector must be 16-byte aligned: the launches check
