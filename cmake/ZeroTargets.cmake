@@ -26,4 +26,16 @@ function(zero_add_folder_library name folder)
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/zero>)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE zero_warnings)
+  zero_unity_build(${name})
+endfunction()
+
+# zero_unity_build(<target>): with ZERO_UNITY_BUILD, the target's sources compile 16 to a
+# translation unit, so nlohmann/json and the standard headers are parsed once a batch instead of
+# once a file (the library is most of CI's build). Sources with their own compile options stay
+# alone (CMake's rule). Anonymous-namespace names then share a batch: a helper two sources need
+# lives in one header.
+function(zero_unity_build target)
+  if(ZERO_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
+  endif()
 endfunction()

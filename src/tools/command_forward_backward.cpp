@@ -21,7 +21,7 @@ namespace {
 // Stated limits for the random batch: batch x seq_len tokens then always fit an int64 count
 // (2^20 x 2^31), and memory, not arithmetic, is what stops a run that is too big.
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
-constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxProbeSeqLen = (int64_t{1} << 31) - 1;
 
 }  // namespace
 
@@ -41,9 +41,9 @@ int run_forward_backward(const Args& args) {
     throw ConfigError("zero forward-backward: --batch must be from 1 to " + std::to_string(kMaxBatch) +
                       ", got " + std::to_string(batch));
   }
-  if (seq_len < 2 || seq_len > kMaxSeqLen) {
+  if (seq_len < 2 || seq_len > kMaxProbeSeqLen) {
     throw ConfigError("zero forward-backward: --seq-len must be from 2 to " +
-                      std::to_string(kMaxSeqLen) + ", got " + std::to_string(seq_len));
+                      std::to_string(kMaxProbeSeqLen) + ", got " + std::to_string(seq_len));
   }
   const DType dtype = parse_dtype(parser.get("dtype"), "--dtype");
   if (dtype != DType::kF32 && dtype != DType::kF64) {

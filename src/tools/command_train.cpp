@@ -39,7 +39,7 @@ namespace {
 // Limits on counts typed on the command line: far beyond any real run, small enough that
 // products with batch and sequence sizes stay inside 64-bit integers.
 constexpr int64_t kMaxCountFlag = int64_t{1} << 40;
-constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
+constexpr int64_t kMaxTrainSeqLen = int64_t{1} << 24;
 
 // The built-in run: what `zero train` does with no flags.
 constexpr const char* kBuiltInConfig = R"({
@@ -246,8 +246,8 @@ int run_train(const Args& args) {
   const int64_t seq_len = parser.get_int("seq-len");
   const int64_t steps = parser.get_int("steps");
   const int64_t seed_value = parser.get_int("seed");
-  if (seq_len < 2 || seq_len > kMaxSeqLen) {
-    throw ConfigError("zero train: --seq-len must be between 2 and " + std::to_string(kMaxSeqLen) +
+  if (seq_len < 2 || seq_len > kMaxTrainSeqLen) {
+    throw ConfigError("zero train: --seq-len must be between 2 and " + std::to_string(kMaxTrainSeqLen) +
                       ", got " + std::to_string(seq_len));
   }
   if (steps < 0 || steps > kMaxCountFlag) {
