@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "backend/cuda/cublaslt_library.h"
 #include "core/error.h"
 
 namespace zero::backend::cuda {
@@ -20,8 +21,8 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-  throw Error(std::string("cuBLASLt error ") + cublasLtGetStatusName(status) + " (" +
-              cublasLtGetStatusString(status) + ") from " + call + " at " + file + ":" +
+  throw Error(std::string("cuBLASLt error ") + cublaslt().status_name(status) + " (" +
+              cublaslt().status_string(status) + ") from " + call + " at " + file + ":" +
               std::to_string(line));
 }
 

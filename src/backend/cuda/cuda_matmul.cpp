@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cublaslt_library.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/parse_number.h"
@@ -33,9 +34,9 @@ cudaDataType_t cuda_type(DType dtype) {
 
 // RAII owners of the cuBLASLt descriptors (destroy errors are ignored: destructors never throw).
 struct DescDeleter {
-  void operator()(cublasLtMatmulDescOpaque_t* d) const { cublasLtMatmulDescDestroy(d); }
-  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { cublasLtMatrixLayoutDestroy(l); }
-  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
+  void operator()(cublasLtMatmulDescOpaque_t* d) const { cublaslt().desc_destroy(d); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { cublaslt().layout_destroy(l); }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublaslt().preference_destroy(p); }
 };
 using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
 using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, DescDeleter>;
@@ -45,13 +46,13 @@ using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, DescDeleter
 // column-major it is cols x rows with leading dimension ld.
 Layout row_major_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
   cublasLtMatrixLayout_t layout = nullptr;
-  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(cols),
+  ZERO_CUBLAS_CHECK(cublaslt().layout_create(&layout, type, static_cast<uint64_t>(cols),
                                                static_cast<uint64_t>(rows), ld));
   return Layout(layout);
 }
 
 void set_bias_pointer(cublasLtMatmulDesc_t desc, const void* bias) {
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+  ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                    sizeof(bias)));
 }
 
@@ -80,24 +81,24 @@ std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t
   cublasLtMatmulDesc_t raw_desc = nullptr;
   // CUBLAS_COMPUTE_32F: f32 accumulation, and for f32 operands no TF32 (that would be
   // CUBLAS_COMPUTE_32F_FAST_TF32).
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  ZERO_CUBLAS_CHECK(cublaslt().desc_create(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   plan->desc.reset(raw_desc);
   // Column-major D^T[n, m] = op(b)^T [n, k] x op(a)^T [k, m]. Row-major storage read
   // column-major is the transpose, so op(b)^T is b's storage as it lies when b is not transposed,
   // and needs CUBLAS_OP_T exactly when the row-major product transposes b (likewise a).
   const cublasOperation_t trans_first = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t trans_second = key.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSA,
+  ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSA,
                                                    &trans_first, sizeof(trans_first)));
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
+  ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
                                                    &trans_second, sizeof(trans_second)));
   if (key.bias) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+    ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(
         plan->desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     set_bias_pointer(plan->desc.get(), bias);
     const cudaDataType_t bias_type = cuda_type(key.bias_dtype);
-    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+    ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(
         plan->desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
   // Storage shapes (row-major): b is [k, n] or, transposed, [n, k]; a is [m, k] or [k, m].
@@ -108,10 +109,10 @@ std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t
   plan->out = row_major_layout(key.c_f32 ? CUDA_R_32F : type, key.m, key.n, key.ldc);
 
   cublasLtMatmulPreference_t raw_pref = nullptr;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  ZERO_CUBLAS_CHECK(cublaslt().preference_create(&raw_pref));
   const Preference pref(raw_pref);
   const uint64_t max_workspace = key.workspace_bytes;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  ZERO_CUBLAS_CHECK(cublaslt().preference_set_attribute(
       pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace)));
   // Operands may be views at any element offset (a parameter inside the flat buffer): the
   // heuristic otherwise assumes 256-byte alignment and may pick a kernel that faults.
@@ -122,19 +123,19 @@ std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.c_alignment}};
   for (const auto& [attribute, alignment] : alignments) {
     ZERO_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref.get(), attribute, &alignment, sizeof(alignment)));
+        cublaslt().preference_set_attribute(pref.get(), attribute, &alignment, sizeof(alignment)));
   }
   // Split-K partial sums are added in f32 or not at all: by default cuBLASLt may add them in the
   // output type, rounding every partial to bf16/f16 - with cancelling partials that was 18 f16
   // units off the f32-accumulated product on an H200 (dx of a 2048-row linear backward).
   const uint32_t reduction_schemes =
       CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  ZERO_CUBLAS_CHECK(cublaslt().preference_set_attribute(
       pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_schemes,
       sizeof(reduction_schemes)));
   int found = 0;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(candidates));
-  const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
+  const cublasStatus_t heuristic = cublaslt().algo_get_heuristic(
       handle, plan->desc.get(), plan->first.get(), plan->second.get(), plan->out.get(),
       plan->out.get(), pref.get(), candidates, results.data(), &found);
   if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
@@ -166,12 +167,12 @@ CublasLtMatmul::CublasLtMatmul(int autotune_candidates)
   ZERO_CHECK(autotune_candidates >= 1 && autotune_candidates <= kMaxAutotuneCandidates,
              "autotune candidates " << autotune_candidates << " outside [1, "
                                     << kMaxAutotuneCandidates << "]");
-  ZERO_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  ZERO_CUBLAS_CHECK(cublaslt().create(&handle_));
 }
 
 CublasLtMatmul::~CublasLtMatmul() {
   plans_.clear();  // the descriptors before the handle
-  if (handle_ != nullptr) cublasLtDestroy(handle_);
+  if (handle_ != nullptr) cublaslt().destroy(handle_);
 }
 
 bool CublasLtMatmul::run(const GemmOperands& op, void* workspace, size_t workspace_bytes,
@@ -199,10 +200,10 @@ bool CublasLtMatmul::run(const GemmOperands& op, void* workspace, size_t workspa
         tuning_scratch(static_cast<size_t>(op.m) * static_cast<size_t>(op.ldc) * c_element);
     tune(*plan, op, scratch_c, workspace, workspace_bytes, stream);
   }
-  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc.get(), &op.alpha, op.b, plan->first.get(),
-                                   op.a, plan->second.get(), &op.beta, op.c, plan->out.get(), op.c,
-                                   plan->out.get(), &plan->result.algo, workspace, workspace_bytes,
-                                   stream));
+  ZERO_CUBLAS_CHECK(cublaslt().matmul(handle_, plan->desc.get(), &op.alpha, op.b,
+                                      plan->first.get(), op.a, plan->second.get(), &op.beta, op.c,
+                                      plan->out.get(), op.c, plan->out.get(), &plan->result.algo,
+                                      workspace, workspace_bytes, stream));
   return true;
 }
 
@@ -218,10 +219,10 @@ void CublasLtMatmul::tune(Plan& plan, const GemmOperands& op, void* scratch_c, v
     for (size_t i = 0; i < plan.candidates.size(); ++i) {
       const cublasLtMatmulAlgo_t* algo = &plan.candidates[i].algo;
       auto product = [&] {
-        ZERO_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc.get(), &op.alpha, op.b,
-                                         plan.first.get(), op.a, plan.second.get(), &beta,
-                                         scratch_c, plan.out.get(), scratch_c, plan.out.get(),
-                                         algo, workspace, workspace_bytes, stream));
+        ZERO_CUBLAS_CHECK(cublaslt().matmul(handle_, plan.desc.get(), &op.alpha, op.b,
+                                            plan.first.get(), op.a, plan.second.get(), &beta,
+                                            scratch_c, plan.out.get(), scratch_c, plan.out.get(),
+                                            algo, workspace, workspace_bytes, stream));
       };
       product();  // warm-up: the kernel's first launch loads its module
       ZERO_CUDA_CHECK(cudaEventRecord(start, stream));
