@@ -47,13 +47,13 @@ using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, DescDeleter
 Layout row_major_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
   cublasLtMatrixLayout_t layout = nullptr;
   ZERO_CUBLAS_CHECK(cublaslt().layout_create(&layout, type, static_cast<uint64_t>(cols),
-                                               static_cast<uint64_t>(rows), ld));
+                                             static_cast<uint64_t>(rows), ld));
   return Layout(layout);
 }
 
 void set_bias_pointer(cublasLtMatmulDesc_t desc, const void* bias) {
   ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                   sizeof(bias)));
+                                                  sizeof(bias)));
 }
 
 }  // namespace
@@ -89,9 +89,9 @@ std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t
   const cublasOperation_t trans_first = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t trans_second = key.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSA,
-                                                   &trans_first, sizeof(trans_first)));
+                                                  &trans_first, sizeof(trans_first)));
   ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
-                                                   &trans_second, sizeof(trans_second)));
+                                                  &trans_second, sizeof(trans_second)));
   if (key.bias) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(
