@@ -16,7 +16,7 @@
 #include "support/gradcheck.h"
 
 namespace zero::backend::cpu {
-namespace {
+namespace cross_entropy_test {
 
 using testing::converted;
 using testing::finite_difference;
@@ -375,5 +375,5 @@ TEST(CpuCrossEntropy, RejectsMismatchedShapesAndDtypes) {
   }
 }
 
-}  // namespace
+}  // namespace cross_entropy_test
 }  // namespace zero::backend::cpu

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_embedding.h"
 #include "core/error.h"
+#include "backend/tensor_difference.h"
 #include "support/gradcheck.h"
 
 namespace zero::backend::cpu {
@@ -31,12 +32,6 @@ Tensor ids_tensor(const Shape& shape, DType dtype, const std::vector<int64_t>& v
     }
   }
   return t;
-}
-
-Tensor difference(const Tensor& a, const Tensor& b) {
-  Tensor d = Tensor::zeros_host(a.shape(), DType::kF64);
-  for (int64_t i = 0; i < a.numel(); ++i) d.data<double>()[i] = value_at(a, i) - value_at(b, i);
-  return d;
 }
 
 TEST(CpuEmbedding, ForwardGathersRowsExactlyAndAccumulates) {

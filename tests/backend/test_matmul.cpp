@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_matmul.h"
 #include "core/error.h"
+#include "backend/tensor_difference.h"
 #include "support/gradcheck.h"
 
 namespace zero::backend::cpu {
@@ -40,12 +41,6 @@ Tensor naive_linear(const Tensor& x, const Tensor& w, const Tensor* bias) {
     }
   }
   return y;
-}
-
-Tensor difference(const Tensor& a, const Tensor& b) {
-  Tensor d = Tensor::zeros_host(a.shape(), DType::kF64);
-  for (int64_t i = 0; i < a.numel(); ++i) d.data<double>()[i] = value_at(a, i) - value_at(b, i);
-  return d;
 }
 
 TEST(CpuMatmul, AllTransposeCombinationsMatchNaiveLoops) {

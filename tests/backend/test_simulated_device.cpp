@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 namespace zero::backend {
-namespace {
+namespace simulated_device_test {
 
 Tensor upload(Backend& be, const std::vector<float>& values, const Shape& shape) {
   Tensor t = be.empty(shape, DType::kF32, MemoryCategory::kOther);
@@ -124,5 +124,5 @@ TEST(SimulatedDevice, PinnedHostMemoryIsHostReadableAndAccountedApart) {
   EXPECT_EQ(sim.allocator().stats().total_live_bytes, 0u);
 }
 
-}  // namespace
+}  // namespace simulated_device_test
 }  // namespace zero::backend

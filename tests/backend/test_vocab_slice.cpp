@@ -16,7 +16,7 @@
 #include "backend/sim/simulated_device_backend.h"
 
 namespace zero::backend {
-namespace {
+namespace vocab_slice_test {
 
 constexpr int64_t kRows = 6, kVocab = 11, kChannels = 5, kIgnore = -100;
 const std::vector<int64_t> kCuts = {0, 4, 8, 11};  // three slices of 4, 4, 3 columns
@@ -218,5 +218,5 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, VocabSliceTest,
                                   (param_info.param.simulated ? "_simulated" : "_cpu");
                          });
 
-}  // namespace
+}  // namespace vocab_slice_test
 }  // namespace zero::backend

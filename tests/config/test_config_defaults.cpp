@@ -8,7 +8,7 @@
 #include "core/error.h"
 
 namespace zero::config {
-namespace {
+namespace config_defaults_test {
 
 DeepSpeedConfig parse(const std::string& text, const AutoValues& autos = {}) {
   return DeepSpeedConfig::from_text(text, "cfg.json", autos);
@@ -190,5 +190,5 @@ TEST(ConfigValues, UnmodeledSectionsAreKeptAsWritten) {
   EXPECT_EQ(c.unmodeled_sections.at("amp")["opt_level"], "O1");
 }
 
-}  // namespace
+}  // namespace config_defaults_test
 }  // namespace zero::config

@@ -8,7 +8,7 @@
 #include "core/error.h"
 
 namespace zero::config {
-namespace {
+namespace config_errors_test {
 
 std::string error_of(const std::string& text) {
   try {
@@ -144,5 +144,5 @@ TEST(ConfigErrors, ParseErrorsCarryTheFileName) {
   expect_all(error_of("{\"train_batch_size\": 1,,}"), {"ds.json:1:24:"});
 }
 
-}  // namespace
+}  // namespace config_errors_test
 }  // namespace zero::config

@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 namespace zero::config {
-namespace {
+namespace example_configs_test {
 
 using Keys = std::vector<std::string>;
 
@@ -88,5 +88,5 @@ TEST(ExampleConfigFiles, EachParsesAndGatesAsExpected) {
   }
 }
 
-}  // namespace
+}  // namespace example_configs_test
 }  // namespace zero::config

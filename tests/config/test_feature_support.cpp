@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 namespace zero::config {
-namespace {
+namespace feature_support_test {
 
 // `ranks`: the world the config is read for (model-parallel sizes must divide it).
 DeepSpeedConfig parse(const std::string& body, int64_t ranks = 4) {
@@ -170,5 +170,5 @@ TEST(FeatureSupport, UnknownOptimizerSuggestsABuiltOne) {
   }
 }
 
-}  // namespace
+}  // namespace feature_support_test
 }  // namespace zero::config

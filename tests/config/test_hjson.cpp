@@ -8,7 +8,7 @@
 #include "core/error.h"
 
 namespace zero::config {
-namespace {
+namespace hjson_test {
 
 using nlohmann::json;
 
@@ -134,5 +134,5 @@ TEST(Hjson, LongQuotelessLinesStayLinear) {
   EXPECT_EQ(parse(line)["a"].get<std::string>().size(), (1u << 20) + 1);
 }
 
-}  // namespace
+}  // namespace hjson_test
 }  // namespace zero::config

@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 namespace zero::config {
-namespace {
+namespace lenient_json_test {
 
 std::string error_of(const std::string& text) {
   try {
@@ -107,5 +107,5 @@ TEST(LenientJson, DeepNestingIsAnErrorNotACrash) {
   EXPECT_NE(error_of(text).find("nesting deeper"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace lenient_json_test
 }  // namespace zero::config

@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 namespace zero::config {
-namespace {
+namespace model_parallel_batch_test {
 
 DeepSpeedConfig read(const std::string& text, int64_t world, std::optional<int64_t> pp = {},
                      std::optional<int64_t> tp = {}) {
@@ -62,5 +62,5 @@ TEST(ModelParallelBatch, SizesThatDoNotDivideTheWorldNameEverySize) {
   }
 }
 
-}  // namespace
+}  // namespace model_parallel_batch_test
 }  // namespace zero::config

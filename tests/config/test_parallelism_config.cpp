@@ -11,7 +11,7 @@
 #include "core/error.h"
 
 namespace zero::config {
-namespace {
+namespace parallelism_config_test {
 
 // Read for 16 ranks: the model-parallel sizes these tests write (2, 4) must divide the world
 // (DeepSpeedConfig checks pipeline x tensor x sequence against it).
@@ -180,5 +180,5 @@ TEST(ParallelismConfig, StillRejectedWhenInUse) {
             Keys{"tensor_parallel"});
 }
 
-}  // namespace
+}  // namespace parallelism_config_test
 }  // namespace zero::config

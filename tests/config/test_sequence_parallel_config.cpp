@@ -12,7 +12,7 @@
 #include "engine/engine_settings.h"
 
 namespace zero::config {
-namespace {
+namespace sequence_parallel_config_test {
 
 DeepSpeedConfig read(const std::string& text, int64_t world) {
   AutoValues autos;
@@ -46,5 +46,5 @@ TEST(SequenceParallelConfig, SizeThatDoesNotDivideTheWorldIsAClearError) {
   }
 }
 
-}  // namespace
+}  // namespace sequence_parallel_config_test
 }  // namespace zero::config

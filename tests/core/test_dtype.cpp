@@ -10,19 +10,10 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/error_message.h"
 
 namespace zero {
 namespace {
-
-template <typename Fn>
-std::string error_message(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 TEST(DType, PinnedCodes) {
   // These numbers are written to checkpoints and wire formats: never change them.

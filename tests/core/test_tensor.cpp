@@ -9,21 +9,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/error_message.h"
 #include "core/half.h"
 #include "core/tensor.h"
 
 namespace zero {
 namespace {
-
-template <typename Fn>
-std::string error_message(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 // A [rows, cols] f32 host tensor holding 0, 1, 2, ... in row-major order.
 Tensor iota_f32(int64_t rows, int64_t cols) {

@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "data/distributed_sampler.h"
 #include "data/markov_source.h"
-#include "data/prepare_text.h"
 #include "data/token_shard.h"
 
 namespace zero::data {
@@ -92,15 +91,6 @@ TEST_F(Shards, BadHeadersAndTokensAreNamed) {
   write_token_shard(p, {1, 2, 300, 4});
   expect_error([&] { TokenShard::open(p, 256); }, p, "token 300 at position 2");
   expect_error([&] { TokenShard::open(path("missing.bin"), 256); }, path("missing.bin"), "cannot open");
-}
-
-TEST(ByteTokenizer, RoundTripsEveryByte) {
-  std::string all;
-  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
-  const auto tokens = encode_bytes(all);
-  EXPECT_EQ(tokens[200], 200u);
-  EXPECT_EQ(decode_bytes(tokens), all);
-  EXPECT_THROW(decode_bytes({300}), Error);
 }
 
 TEST(Sampler, RankDisjointDeterministicAndResumable) {

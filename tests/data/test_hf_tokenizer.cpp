@@ -15,14 +15,14 @@
 #include "core/error.h"
 #include "data/hf_tokenizer.h"
 #include "data/scratch_dir.h"
+#include "data/tokenizer_fixtures.h"
 
 namespace zero::data {
 namespace {
 
 using nlohmann::json;
+using testing::kFixtures;
 using testing::ScratchDir;
-
-const std::string kFixtures = std::string(ZERO_TEST_FIXTURES) + "/tokenizers/";
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

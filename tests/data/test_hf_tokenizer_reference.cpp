@@ -13,11 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "data/hf_tokenizer.h"
+#include "data/tokenizer_fixtures.h"
 
 namespace zero::data {
 namespace {
 
-const std::string kFixtures = std::string(ZERO_TEST_FIXTURES) + "/tokenizers/";
+using testing::kFixtures;
 
 nlohmann::json read_expected(const std::string& family) {
   std::ifstream in(kFixtures + family + "/expected.json");

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/error_text.h"
 #include "data/jsonl_documents.h"
 #include "data/parallel_for.h"
 #include "data/prepare_text.h"
@@ -30,6 +31,8 @@ namespace zero::data {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_of;
+using testing::has;
 
 // token = byte + offset, with an optional separator id: enough to see where documents, prompts
 // and separators land, and (offset 65536) to need uint32 shards.
@@ -95,21 +98,6 @@ Shard read_shard(const std::string& path) {
 
 std::vector<uint32_t> ids(const std::string& text) {
   return std::vector<uint32_t>(text.begin(), text.end());
-}
-
-template <typename E, typename Call>
-std::string error_of(Call call) {
-  try {
-    call();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 PrepareOptions options_for(const std::vector<std::string>& inputs, const std::string& out,

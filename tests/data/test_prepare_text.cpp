@@ -12,7 +12,7 @@
 #include "data/token_shard.h"
 
 namespace zero::data {
-namespace {
+namespace prepare_text_test {
 
 namespace fs = std::filesystem;
 
@@ -103,5 +103,5 @@ TEST(PrepareText, BadArgumentsAreConfigErrors) {
   EXPECT_FALSE(fs::exists(val));
 }
 
-}  // namespace
+}  // namespace prepare_text_test
 }  // namespace zero::data

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/raw_shard.h"
 #include "data/scratch_dir.h"
 #include "data/token_shard.h"
 
@@ -17,13 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A raw .bin: the given header words (rest zero), then `payload` zero bytes.
-void write_raw(const std::string& path, std::vector<int32_t> header, size_t payload) {
-  header.resize(256, 0);
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(header.data()), 1024);
-  out << std::string(payload, '\0');
-}
+using testing::write_raw;
 
 std::vector<int32_t> read_header(const std::string& path) {
   std::vector<int32_t> header(256);

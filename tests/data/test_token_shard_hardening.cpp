@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/error_text.h"
 #include "data/prepare_text.h"
+#include "data/raw_shard.h"
 #include "data/scratch_dir.h"
 #include "data/token_dataset.h"
 #include "data/token_shard.h"
@@ -22,27 +24,9 @@
 namespace zero::data {
 namespace {
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-template <typename E, typename Call>
-std::string error_of(Call call) {
-  try {
-    call();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
-
-void write_raw(const std::string& path, std::vector<int32_t> header, size_t payload) {
-  header.resize(256, 0);
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(header.data()), 1024);
-  out << std::string(payload, '\0');
-}
+using testing::error_of;
+using testing::has;
+using testing::write_raw;
 
 TEST(TokenShardHardening, FifoAsDataErrorsAtOnceInsteadOfBlocking) {
   testing::ScratchDir dir;

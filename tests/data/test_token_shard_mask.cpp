@@ -11,27 +11,16 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/error_text.h"
 #include "data/scratch_dir.h"
 #include "data/token_dataset.h"
 #include "data/token_shard.h"
 
 namespace zero::data {
-namespace {
+namespace token_shard_mask_test {
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-template <typename E, typename Call>
-std::string error_of(Call call) {
-  try {
-    call();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
+using testing::error_of;
+using testing::has;
 
 // A masked shard written byte by byte: header ints, then raw payload bytes.
 void write_raw(const std::string& path, std::vector<int32_t> header, const std::string& payload) {
@@ -176,5 +165,5 @@ TEST(TokenShardMask, DatasetTargetsAreIgnoredExactlyAtMaskedTokens) {
   EXPECT_EQ(targets, (std::vector<int32_t>{-100, 22, 23, 0}));
 }
 
-}  // namespace
+}  // namespace token_shard_mask_test
 }  // namespace zero::data

@@ -14,7 +14,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace bf16_master_test {
 using namespace zero_test;
 
 constexpr int64_t kSeqLen = 8;
@@ -169,5 +169,5 @@ TEST(Bf16MasterWeights, StochasticRoundingKeepsUpdatesThatRoundToNearestLoses) {
   EXPECT_NEAR(progress(stochastic), 1.0, 0.25);
 }
 
-}  // namespace
+}  // namespace bf16_master_test
 }  // namespace zero::engine

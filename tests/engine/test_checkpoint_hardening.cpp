@@ -21,13 +21,15 @@
 #include "engine/checkpoint_dir.h"
 #include "engine/data_sources.h"
 #include "engine/engine_state.h"
+#include "support/text_has.h"
 #include "engine/trainer.h"
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace checkpoint_hardening_test {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using zero::testing::has;
 using zero_test::small_model;
 using zero_test::train_step;
 using zero_test::zero_settings;
@@ -71,10 +73,6 @@ std::string error_of(const std::function<void()>& fn) {
     return e.what();
   }
   return "";
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 struct EngineRun {
@@ -391,5 +389,5 @@ TEST_F(CheckpointHardening, TruncatedOrGarbledStateTextIsOnlyEverAZeroError) {
   }
 }
 
-}  // namespace
+}  // namespace checkpoint_hardening_test
 }  // namespace zero::engine

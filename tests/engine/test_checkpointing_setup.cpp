@@ -15,7 +15,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace checkpointing_setup_test {
 using namespace zero_test;
 
 config::DeepSpeedConfig parse(const std::string& section) {
@@ -88,9 +88,9 @@ TEST(CheckpointingSetup, OptionsWithoutCheckpointingWarnAndDoNothing) {
   // The engine prints it.
   EngineSettings s = zero_settings(0, 2, 1, 1);
   s.activation_checkpointing = section;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   Engine engine(std::move(net), s, self);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_TRUE(contains(err, "zero: warning: the activation_checkpointing section sets")) << err;
 }
 
@@ -109,9 +109,9 @@ std::vector<std::vector<double>> train(int stage, bool bf16,
   EXPECT_EQ(engine.model().activation_checkpointer().options().cpu_checkpointing,
             section.cpu_checkpointing);
   std::vector<std::vector<double>> losses;
-  if (out != nullptr) testing::internal::CaptureStdout();
+  if (out != nullptr) ::testing::internal::CaptureStdout();
   for (int step = 0; step < 3; ++step) losses.push_back(train_step(engine, step, 0, 8));
-  if (out != nullptr) *out = testing::internal::GetCapturedStdout();
+  if (out != nullptr) *out = ::testing::internal::GetCapturedStdout();
   return losses;
 }
 
@@ -138,5 +138,5 @@ TEST(CheckpointingSetup, EngineAppliesTheSectionBitIdenticallyAndPrintsTheProfil
   EXPECT_TRUE(contains(printed, "total")) << printed;
 }
 
-}  // namespace
+}  // namespace checkpointing_setup_test
 }  // namespace zero::engine

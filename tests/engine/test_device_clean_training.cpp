@@ -16,7 +16,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace device_clean_test {
 using namespace zero_test;
 
 constexpr int64_t kSeqLen = 8;
@@ -165,5 +165,5 @@ TEST(DeviceClean, ForwardReadsTheLossOnlyWhenAsked) {
   engine.backward();
 }
 
-}  // namespace
+}  // namespace device_clean_test
 }  // namespace zero::engine

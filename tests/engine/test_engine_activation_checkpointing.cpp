@@ -7,7 +7,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace activation_checkpointing_test {
 using namespace zero_test;
 
 struct TrainedRun {
@@ -40,5 +40,5 @@ TEST(EngineActivationCheckpointing, EveryStageAndPrecisionTrainsBitForBitTheSame
   }
 }
 
-}  // namespace
+}  // namespace activation_checkpointing_test
 }  // namespace zero::engine

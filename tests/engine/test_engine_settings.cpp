@@ -7,7 +7,7 @@
 #include "engine/engine_settings.h"
 
 namespace zero::engine {
-namespace {
+namespace engine_settings_test {
 
 config::DeepSpeedConfig parse(const std::string& text, const config::AutoValues& autos = {}) {
   return config::DeepSpeedConfig::from_text(text, "ds.json", autos);
@@ -90,5 +90,5 @@ TEST(EngineSettings, MisspelledKeyNamesTheClosestKey) {
   }
 }
 
-}  // namespace
+}  // namespace engine_settings_test
 }  // namespace zero::engine

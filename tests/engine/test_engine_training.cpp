@@ -17,7 +17,7 @@
 #include "model/transformer_builder.h"
 
 namespace zero::engine {
-namespace {
+namespace engine_training_test {
 namespace fs = std::filesystem;
 
 model::TransformerConfig tiny_config() {
@@ -186,5 +186,5 @@ TEST_F(EngineTest, MissingOrDamagedCheckpointsAreClearErrors) {
   }
 }
 
-}  // namespace
+}  // namespace engine_training_test
 }  // namespace zero::engine

@@ -21,7 +21,7 @@
 #include "model/model_flops.h"
 
 namespace zero::engine {
-namespace {
+namespace flops_profiler_test {
 namespace fs = std::filesystem;
 
 constexpr int64_t kMicro = 2;
@@ -381,5 +381,5 @@ TEST(FlopsReport, DepthAndTopModulesShapeTheAggregatedProfile) {
   EXPECT_NE(all.find("    mlp up projection: "), std::string::npos) << all;
 }
 
-}  // namespace
+}  // namespace flops_profiler_test
 }  // namespace zero::engine

@@ -14,7 +14,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace fp16_training_test {
 using namespace zero_test;
 
 constexpr int64_t kSeqLen = 8;
@@ -225,5 +225,5 @@ TEST(Fp16Training, WithoutLossScalingGradientsUnderflowAndScalingRecoversThem) {
   EXPECT_GT(dynamic.block_params_moved, 0.95);
 }
 
-}  // namespace
+}  // namespace fp16_training_test
 }  // namespace zero::engine

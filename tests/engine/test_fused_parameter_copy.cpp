@@ -15,7 +15,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace fused_copy_test {
 using namespace zero_test;
 
 constexpr int64_t kMicro = 2;
@@ -80,5 +80,5 @@ TEST(FusedParameterCopy, EveryStageWritesTheBf16CopyInTheUpdate) {
   }
 }
 
-}  // namespace
+}  // namespace fused_copy_test
 }  // namespace zero::engine

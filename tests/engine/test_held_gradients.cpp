@@ -13,7 +13,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace held_gradients_test {
 using namespace zero_test;
 
 constexpr int64_t kMicro = 2;
@@ -139,5 +139,5 @@ INSTANTIATE_TEST_SUITE_P(Stages, HeldGradients, ::testing::Values(0, 1),
                            return "stage" + std::to_string(param_info.param);
                          });
 
-}  // namespace
+}  // namespace held_gradients_test
 }  // namespace zero::engine

@@ -18,7 +18,7 @@
 #include "model/model_flops.h"
 
 namespace zero::engine {
-namespace {
+namespace kernel_profile_test {
 namespace fs = std::filesystem;
 
 constexpr int64_t kMicro = 2;
@@ -155,5 +155,5 @@ TEST_F(KernelProfileStepTest, BadRequestsStopTheRunBeforeTheFirstStep) {
   }
 }
 
-}  // namespace
+}  // namespace kernel_profile_test
 }  // namespace zero::engine

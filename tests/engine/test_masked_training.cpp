@@ -18,7 +18,7 @@
 #include "model/step_context.h"
 
 namespace zero::engine {
-namespace {
+namespace masked_training_test {
 using namespace zero_test;
 
 constexpr int64_t kSeqLen = 8;
@@ -165,5 +165,5 @@ TEST(MaskedTraining, FullyMaskedMicroBatchStillCountsInTheAverage) {
   EXPECT_NEAR(with_masked.last_grad_norm(), alone.last_grad_norm() / 2, 1e-6 * alone.last_grad_norm());
 }
 
-}  // namespace
+}  // namespace masked_training_test
 }  // namespace zero::engine

@@ -8,14 +8,13 @@
 
 #include "core/error.h"
 #include "engine/memory_preflight.h"
+#include "support/text_has.h"
 #include "model/transformer_config.h"
 
 namespace zero::engine {
-namespace {
+namespace memory_preflight_test {
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using zero::testing::has;
 
 HostMemory machine_with(int64_t bytes) {
   HostMemory memory;
@@ -155,11 +154,11 @@ TEST(MemoryPreflight, LongSequenceOptionsUseTheEstimatorsActivations) {
   }
 }
 
-}  // namespace
+}  // namespace memory_preflight_test
 }  // namespace zero::engine
 
 namespace zero::engine {
-namespace {
+namespace memory_preflight_test {
 
 // zero.Init: at stage 3 a model built partitioned never exists whole on a rank, so the whole
 // model's parameters and gradients are no longer a floor; the other stages build it whole.
@@ -176,11 +175,11 @@ TEST(MemoryPreflight, PartitionedBuildDropsTheWholeModelFloor) {
   EXPECT_LT(partitioned.model_state_bytes, whole.model_state_bytes / 2);
 }
 
-}  // namespace
+}  // namespace memory_preflight_test
 }  // namespace zero::engine
 
 namespace zero::engine {
-namespace {
+namespace memory_preflight_test {
 
 // 3D parallelism: a rank holds one pipeline stage's blocks and a 1/tp slice of their weights,
 // ZeRO partitions over the data-parallel ranks only, and 1F1B keeps several micro-batches'
@@ -308,5 +307,5 @@ TEST(MemoryPreflight, OffloadedStatesOfADeviceRunNeedHostMemory) {
   EXPECT_FALSE(has(device_message, "offload_optimizer")) << device_message;
 }
 
-}  // namespace
+}  // namespace memory_preflight_test
 }  // namespace zero::engine

@@ -15,7 +15,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace mixed_precision_test {
 using namespace zero_test;
 
 EngineSettings bf16_settings(int stage, int64_t gas) {
@@ -178,5 +178,5 @@ TEST(MixedPrecision, Bf16AndFp16LossCurvesStayWithinTwoPercentOfF32) {
   expect_within_two_percent(f32.losses, fp16.losses, "fp16 stage 2");
 }
 
-}  // namespace
+}  // namespace mixed_precision_test
 }  // namespace zero::engine

@@ -21,7 +21,7 @@
 #include "support/tfevents_reader.h"
 
 namespace zero::engine {
-namespace {
+namespace monitors_test {
 namespace fs = std::filesystem;
 using zero::testing::read_scalars;
 using zero::testing::Scalar;
@@ -336,5 +336,5 @@ TEST_F(MonitorTest, OnlyRankZeroWrites) {
   EXPECT_TRUE(fs::is_directory(csv_dir()));
 }
 
-}  // namespace
+}  // namespace monitors_test
 }  // namespace zero::engine

@@ -20,7 +20,7 @@
 #include "sharding/memory_estimator.h"
 
 namespace zero::engine {
-namespace {
+namespace offload_accounting_test {
 using namespace zero_test;
 using config::OffloadDevice;
 
@@ -72,5 +72,5 @@ TEST(OffloadAccounting, DeviceBytesFollowDeepSpeedsEstimator) {
   std::filesystem::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace offload_accounting_test
 }  // namespace zero::engine

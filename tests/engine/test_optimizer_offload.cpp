@@ -16,13 +16,16 @@
 #include "backend/sim/simulated_device_backend.h"
 #include "comm/self_comm.h"
 #include "core/error.h"
+#include "engine/offload_runs.h"
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace optimizer_offload_test {
 using namespace zero_test;
-
-constexpr int64_t kSeqLen = 8;
+using offload_runs::batches;
+using offload_runs::kSeqLen;
+using offload_runs::Result;
+using offload_runs::train;
 
 EngineSettings offload_settings(int stage, bool bf16, bool offload, bool pin = true) {
   EngineSettings s = zero_settings(stage, 2, 2, 1);
@@ -32,14 +35,6 @@ EngineSettings offload_settings(int stage, bool bf16, bool offload, bool pin = t
     s.zero.offload_optimizer.pin_memory = pin;
   }
   return s;
-}
-
-std::function<model::Batch()> batches(int64_t step) { return step_batches(step, 2, kSeqLen, 41); }
-
-using Result = TrainedRun;
-
-Result train(backend::Backend& backend, const EngineSettings& settings, int steps) {
-  return train_one_rank(small_model("llama", backend), settings, steps, kSeqLen);
 }
 
 class OptimizerOffload : public ::testing::TestWithParam<std::tuple<int, bool>> {};
@@ -213,5 +208,5 @@ TEST(OptimizerOffload, UnsupportedCombinationsAreClearErrors) {
   }
 }
 
-}  // namespace
+}  // namespace optimizer_offload_test
 }  // namespace zero::engine

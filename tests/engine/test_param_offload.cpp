@@ -20,25 +20,21 @@
 #include "backend/sim/simulated_device_backend.h"
 #include "comm/self_comm.h"
 #include "core/error.h"
+#include "engine/offload_runs.h"
 #include "engine/zero_harness.h"
 #include "offload/aio_test_support.h"
 
 namespace zero::engine {
-namespace {
+namespace param_offload_test {
 using namespace zero_test;
+using offload_runs::batches;
+using offload_runs::kSeqLen;
+using offload_runs::Result;
+using offload_runs::train;
 using config::OffloadDevice;
 using offload::testing::scribble;
 
-constexpr int64_t kSeqLen = 8;
 constexpr int kSteps = 10;
-
-std::function<model::Batch()> batches(int64_t step) { return step_batches(step, 2, kSeqLen, 41); }
-
-using Result = TrainedRun;
-
-Result train(backend::Backend& backend, const EngineSettings& settings, int steps) {
-  return train_one_rank(small_model("llama", backend), settings, steps, kSeqLen);
-}
 
 class ParamOffload : public ::testing::Test {
  protected:
@@ -256,5 +252,5 @@ TEST_F(ParamOffload, BadSettingsAreClearErrors) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "zero_param_swap")) << "failed starts leave no files";
 }
 
-}  // namespace
+}  // namespace param_offload_test
 }  // namespace zero::engine

@@ -18,16 +18,17 @@
 #include "backend/sim/simulated_device_backend.h"
 #include "comm/self_comm.h"
 #include "core/error.h"
+#include "engine/offload_runs.h"
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace partial_offload_test {
 using namespace zero_test;
+using offload_runs::batches;
+using offload_runs::kSeqLen;
+using offload_runs::Result;
+using offload_runs::train;
 using config::OffloadDevice;
-
-constexpr int64_t kSeqLen = 8;
-
-std::function<model::Batch()> batches(int64_t step) { return step_batches(step, 2, kSeqLen, 41); }
 
 // ratio < 0: no optimizer offload.
 EngineSettings settings(bool bf16, double ratio, OffloadDevice params = OffloadDevice::kNone) {
@@ -41,12 +42,6 @@ EngineSettings settings(bool bf16, double ratio, OffloadDevice params = OffloadD
   s.zero.offload_param.device = params;
   s.zero.sub_group_size = 4000;  // several sub-groups in the tiny model
   return s;
-}
-
-using Result = TrainedRun;
-
-Result train(backend::Backend& backend, const EngineSettings& settings, int steps) {
-  return train_one_rank(small_model("llama", backend), settings, steps, kSeqLen);
 }
 
 TEST(PartialOffload, BitIdenticalToNoAndFullOffload) {
@@ -136,5 +131,5 @@ TEST(PartialOffload, UnsupportedCombinationsAreClearErrors) {
   EXPECT_THROW(Engine(small_model("llama", cpu), nvme, comm), UnsupportedError);
 }
 
-}  // namespace
+}  // namespace partial_offload_test
 }  // namespace zero::engine

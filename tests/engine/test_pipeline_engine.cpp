@@ -16,7 +16,7 @@
 #include "pipeline/pipeline_schedule.h"
 
 namespace zero::engine {
-namespace {
+namespace pipeline_engine_test {
 using namespace zero_test;
 
 constexpr int64_t kSeqLen = 8;
@@ -120,5 +120,5 @@ TEST(PipelineStagePlan, SplitsTheFullUnitList) {
                ConfigError);
 }
 
-}  // namespace
+}  // namespace pipeline_engine_test
 }  // namespace zero::engine

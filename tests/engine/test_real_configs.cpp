@@ -19,7 +19,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace real_configs_test {
 namespace fs = std::filesystem;
 using config::ConfigNote;
 using config::DeepSpeedConfig;
@@ -173,5 +173,5 @@ TEST(RealConfigs, EachTrainsOneStepOrFailsWithItsMessage) {
   EXPECT_EQ(seen, static_cast<int>(corpus().size()));
 }
 
-}  // namespace
+}  // namespace real_configs_test
 }  // namespace zero::engine

@@ -15,7 +15,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace tiled_zero_test {
 using zero_test::small_model;
 using zero_test::to_vector;
 using zero_test::train_step;
@@ -103,5 +103,5 @@ TEST_P(TiledZero, Fp16WithLossScaleMatchesUntiled) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TiledZero, ::testing::Values("gpt2", "llama"));
 
-}  // namespace
+}  // namespace tiled_zero_test
 }  // namespace zero::engine

@@ -21,7 +21,7 @@
 #include "model/partitioned_init.h"
 
 namespace zero::engine {
-namespace {
+namespace zero_init_test {
 using namespace zero_test;
 using config::OffloadDevice;
 
@@ -109,5 +109,5 @@ TEST(ZeroInit, OtherStagesRefuseAPartitionedModel) {
   }
 }
 
-}  // namespace
+}  // namespace zero_init_test
 }  // namespace zero::engine

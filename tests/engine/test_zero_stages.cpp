@@ -12,7 +12,7 @@
 #include "engine/zero_harness.h"
 
 namespace zero::engine {
-namespace {
+namespace zero_stages_test {
 namespace fs = std::filesystem;
 using zero_test::small_model;
 using zero_test::to_vector;
@@ -119,5 +119,5 @@ TEST(ZeroStage, LambIsRefusedAbovedStageZero) {
   }
 }
 
-}  // namespace
+}  // namespace zero_stages_test
 }  // namespace zero::engine

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "support/text_has.h"
+
 namespace zero::io::testing {
 
 class IoScratch : public ::testing::Test {
@@ -41,9 +43,6 @@ class IoScratch : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-// Whether `text` contains `part`.
-inline bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using zero::testing::has;
 
 }  // namespace zero::io::testing

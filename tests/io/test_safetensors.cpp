@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/io_scratch.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
 
@@ -59,9 +60,7 @@ class SafetensorsEdges : public ::testing::Test {
   fs::path dir_;
 };
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::has;
 
 std::string entry_json(const std::string& name, const std::string& shape, int begin, int end) {
   return "\"" + name + "\":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[" +

@@ -20,7 +20,7 @@
 #include "model/transformer_builder.h"
 
 namespace zero::model {
-namespace {
+namespace activation_checkpointer_test {
 
 constexpr int64_t kBlocks = 4;
 constexpr int64_t kBatch = 2;
@@ -289,5 +289,5 @@ TEST(ActivationCheckpointer, OptionsAreCheckedAgainstTheModel) {
   EXPECT_THROW(ActivationCheckpointer::every_kth(4, 0), ConfigError);
 }
 
-}  // namespace
+}  // namespace activation_checkpointer_test
 }  // namespace zero::model

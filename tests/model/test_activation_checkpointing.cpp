@@ -12,7 +12,7 @@
 #include "model/transformer_builder.h"
 
 namespace zero::model {
-namespace {
+namespace activation_checkpointing_test {
 
 TransformerConfig config_for(const std::string& family) {
   TransformerConfig c = preset_config(family == "gpt2" ? "tiny" : "tiny-llama");
@@ -85,5 +85,5 @@ TEST(ActivationCheckpointing, EvaluationIsUnaffected) {
   EXPECT_EQ(model->forward_backward(b), plain);
 }
 
-}  // namespace
+}  // namespace activation_checkpointing_test
 }  // namespace zero::model

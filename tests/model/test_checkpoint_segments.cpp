@@ -21,7 +21,7 @@
 #include "model/transformer_builder.h"
 
 namespace zero::model {
-namespace {
+namespace checkpoint_segments_test {
 
 constexpr int64_t kBlocks = 5;
 constexpr int64_t kBatch = 2;
@@ -176,5 +176,5 @@ TEST(CheckpointSegments, ZeroUnitsPerSegmentIsAConfigError) {
   }
 }
 
-}  // namespace
+}  // namespace checkpoint_segments_test
 }  // namespace zero::model

@@ -20,7 +20,7 @@
 #include "model/transformer_config.h"
 
 namespace zero::model {
-namespace {
+namespace config_json_hardening_test {
 
 using io::testing::has;
 
@@ -268,5 +268,5 @@ TEST_F(ConfigJsonFile, OrdinaryConfigStillLoads) {
             2);
 }
 
-}  // namespace
+}  // namespace config_json_hardening_test
 }  // namespace zero::model

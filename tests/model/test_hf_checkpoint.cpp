@@ -16,9 +16,7 @@ namespace zero::model {
 namespace {
 namespace fs = std::filesystem;
 
-std::string fixture(const std::string& folder) {
-  return std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder;
-}
+using testing::hf_fixture;
 
 class HfCheckpoint : public ::testing::Test {
  protected:
@@ -52,11 +50,11 @@ class HfCheckpoint : public ::testing::Test {
 
 TEST_F(HfCheckpoint, SaveThenReloadIsBitIdentical) {
   for (const char* folder : {"tiny-gpt2", "tiny-llama"}) {
-    auto model = load_hf_model(fixture(folder), cpu_, DType::kF32);
+    auto model = load_hf_model(hf_fixture(folder), cpu_, DType::kF32);
     const std::string out = (dir_ / folder).string();
     save_hf_model(*model, out, DType::kF32);
     // The saved file holds exactly the original tensors, byte for byte, under the same names.
-    auto original = io::SafetensorsFile::open(fixture(folder) + "/model.safetensors");
+    auto original = io::SafetensorsFile::open(hf_fixture(folder) + "/model.safetensors");
     auto saved = io::SafetensorsFile::open(out + "/model.safetensors");
     EXPECT_EQ(original.entries().size(), saved.entries().size());
     for (const auto& e : original.entries()) {
@@ -78,10 +76,10 @@ TEST_F(HfCheckpoint, SaveThenReloadIsBitIdentical) {
 }
 
 TEST_F(HfCheckpoint, ShardedIndexLoadsTheSameWeights) {
-  auto file = io::SafetensorsFile::open(fixture("tiny-llama") + "/model.safetensors");
+  auto file = io::SafetensorsFile::open(hf_fixture("tiny-llama") + "/model.safetensors");
   const std::string out = (dir_ / "sharded").string();
   fs::create_directories(out);
-  fs::copy_file(fixture("tiny-llama") + "/config.json", out + "/config.json");
+  fs::copy_file(hf_fixture("tiny-llama") + "/config.json", out + "/config.json");
   std::vector<std::pair<std::string, Tensor>> first, second;
   nlohmann::json index;
   for (size_t i = 0; i < file.entries().size(); ++i) {
@@ -94,7 +92,7 @@ TEST_F(HfCheckpoint, ShardedIndexLoadsTheSameWeights) {
   io::write_safetensors(out + "/model-00002-of-00002.safetensors", second);
   std::ofstream(out + "/model.safetensors.index.json") << index.dump();
   auto sharded = load_hf_model(out, cpu_, DType::kF32);
-  auto single = load_hf_model(fixture("tiny-llama"), cpu_, DType::kF32);
+  auto single = load_hf_model(hf_fixture("tiny-llama"), cpu_, DType::kF32);
   EXPECT_EQ(0, std::memcmp(sharded->flat_params().raw_data(), single->flat_params().raw_data(),
                            single->flat_params().nbytes()));
 
@@ -107,7 +105,7 @@ TEST_F(HfCheckpoint, Gpt2NamesWithoutTransformerPrefixLoad) {
     for (auto& [name, t] : tensors) name = name.substr(std::string("transformer.").size());
   });
   auto bare = load_hf_model(dir, cpu_, DType::kF32);
-  auto full = load_hf_model(fixture("tiny-gpt2"), cpu_, DType::kF32);
+  auto full = load_hf_model(hf_fixture("tiny-gpt2"), cpu_, DType::kF32);
   EXPECT_EQ(0, std::memcmp(bare->flat_params().raw_data(), full->flat_params().raw_data(),
                            full->flat_params().nbytes()));
 }
@@ -139,12 +137,12 @@ TEST_F(HfCheckpoint, MissingFilesAreNamed) {
   const std::string empty = (dir_ / "empty").string();
   fs::create_directories(empty);
   expect_error<FileError>(empty, {"config.json"});
-  fs::copy_file(fixture("tiny-gpt2") + "/config.json", empty + "/config.json");
+  fs::copy_file(hf_fixture("tiny-gpt2") + "/config.json", empty + "/config.json");
   expect_error<FileError>(empty, {"model.safetensors"});
 }
 
 TEST_F(HfCheckpoint, SavesInOtherDtypes) {
-  auto model = load_hf_model(fixture("tiny-gpt2"), cpu_, DType::kF32);
+  auto model = load_hf_model(hf_fixture("tiny-gpt2"), cpu_, DType::kF32);
   const std::string out = (dir_ / "bf16").string();
   save_hf_model(*model, out, DType::kBF16);
   auto saved = io::SafetensorsFile::open(out + "/model.safetensors");

@@ -24,17 +24,15 @@ struct ReferenceCase {
   double grad_tol;
 };
 
-std::string fixture(const std::string& folder) {
-  return std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder;
-}
+using testing::hf_fixture;
 
 class HfReference : public ::testing::TestWithParam<ReferenceCase> {};
 
 TEST_P(HfReference, LogitsLossAndEveryGradientMatch) {
   const ReferenceCase& c = GetParam();
   backend::CpuBackend cpu;
-  auto model = load_hf_model(fixture(c.folder), cpu, c.dtype);
-  const auto reference = io::SafetensorsFile::open(fixture(c.folder) + "/" + c.dump);
+  auto model = load_hf_model(hf_fixture(c.folder), cpu, c.dtype);
+  const auto reference = io::SafetensorsFile::open(hf_fixture(c.folder) + "/" + c.dump);
 
   Tensor input_ids = converted_host(reference.tensor("input_ids"), DType::kI64);
   Batch batch = batch_from_input_ids(input_ids);

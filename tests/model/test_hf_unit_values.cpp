@@ -28,7 +28,7 @@ namespace zero::model {
 namespace {
 namespace fs = std::filesystem;
 
-std::string fixture(const std::string& folder) { return std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder; }
+using testing::hf_fixture;
 
 class HfUnitValues : public ::testing::Test {
  protected:
@@ -68,8 +68,8 @@ class HfUnitValues : public ::testing::Test {
 
 TEST_F(HfUnitValues, PartsEqualTheWholeModelsValues) {
   for (const char* folder : {"tiny-gpt2", "tiny-llama"}) {
-    auto whole = load_hf_model(fixture(folder), cpu_, DType::kF32);
-    auto partitioned = load_hf_model_partitioned(fixture(folder), cpu_, DType::kF32);
+    auto whole = load_hf_model(hf_fixture(folder), cpu_, DType::kF32);
+    auto partitioned = load_hf_model_partitioned(hf_fixture(folder), cpu_, DType::kF32);
     EXPECT_FALSE(partitioned->flat_params().defined()) << "no flat buffer is allocated";
     ASSERT_EQ(partitioned->num_parameters(), whole->num_parameters());
     const std::vector<float> values = read_all_units(*partitioned);

@@ -20,15 +20,14 @@
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_fixture_copy.h"
 
 namespace zero::model {
 namespace {
 namespace fs = std::filesystem;
 using io::testing::has;
 
-std::string fixture(const std::string& folder) {
-  return std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder;
-}
+using testing::hf_fixture;
 
 using Tensors = std::vector<std::pair<std::string, Tensor>>;
 
@@ -38,8 +37,8 @@ class HfWeightsHardening : public io::testing::IoScratch {
   std::string edited_copy(const std::string& folder, const std::function<void(Tensors&)>& edit) {
     const std::string out = path(folder);
     fs::create_directories(out);
-    fs::copy_file(fixture(folder) + "/config.json", out + "/config.json");
-    auto file = io::SafetensorsFile::open(fixture(folder) + "/model.safetensors");
+    fs::copy_file(hf_fixture(folder) + "/config.json", out + "/config.json");
+    auto file = io::SafetensorsFile::open(hf_fixture(folder) + "/model.safetensors");
     Tensors tensors;
     for (const auto& e : file.entries()) {
       const Tensor view = file.tensor(e.name);
@@ -134,8 +133,8 @@ class HfIndexHardening : public HfWeightsHardening {
   std::string sharded(const std::string& index_text) {
     const std::string out = path("sharded");
     fs::create_directories(out);
-    fs::copy_file(fixture("tiny-gpt2") + "/config.json", out + "/config.json");
-    fs::copy_file(fixture("tiny-gpt2") + "/model.safetensors",
+    fs::copy_file(hf_fixture("tiny-gpt2") + "/config.json", out + "/config.json");
+    fs::copy_file(hf_fixture("tiny-gpt2") + "/model.safetensors",
                   out + "/model-00001-of-00001.safetensors");
     std::ofstream(out + "/model.safetensors.index.json") << index_text;
     return out;
@@ -174,7 +173,7 @@ TEST_F(HfIndexHardening, IndexThatIsAFifoOrNotAnObjectIsAFileError) {
 TEST_F(HfWeightsHardening, WeightsFileThatIsAFifoIsRefusedAtOnce) {
   const std::string out = path("fifo_model");
   fs::create_directories(out);
-  fs::copy_file(fixture("tiny-gpt2") + "/config.json", out + "/config.json");
+  fs::copy_file(hf_fixture("tiny-gpt2") + "/config.json", out + "/config.json");
   ASSERT_EQ(::mkfifo((out + "/model.safetensors").c_str(), 0600), 0);
   zero::testing::FifoWatchdog watchdog(out + "/model.safetensors", 5.0);
   EXPECT_TRUE(has(load_error(out), "FIFO"));

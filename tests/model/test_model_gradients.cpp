@@ -46,14 +46,14 @@ Batch random_batch(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed)
 void expect_gradients_match_finite_differences(Model& model, const Batch& batch) {
   model.zero_grad();
   model.forward_backward(batch, 1.0);
-  Tensor analytic = testing::converted(model.flat_grads(), DType::kF64);
+  Tensor analytic = zero::testing::converted(model.flat_grads(), DType::kF64);
   Tensor params = model.flat_params();
-  Tensor numeric = testing::finite_difference(params, [&] { return model.evaluate(batch); });
+  Tensor numeric = zero::testing::finite_difference(params, [&] { return model.evaluate(batch); });
   for (Parameter* p : model.parameters()) {
     Tensor a = analytic.view(p->flat_offset, {p->numel()});
     Tensor n = numeric.view(p->flat_offset, {p->numel()});
     // 1e-6: f64 central differences are accurate to ~1e-9 here (see gradcheck.h).
-    EXPECT_LE(testing::relative_error(a, n), 1e-6) << p->spec.name;
+    EXPECT_LE(zero::testing::relative_error(a, n), 1e-6) << p->spec.name;
   }
 }
 
@@ -160,7 +160,8 @@ TEST(ModelPrecision, F32MatchesF64) {
     const double l64 = m64->forward_backward(batch);
     const double l32 = m32->forward_backward(batch);
     EXPECT_NEAR(l32, l64, 1e-5 * std::abs(l64));
-    EXPECT_LE(testing::relative_error(testing::converted(m32->flat_grads(), DType::kF64), m64->flat_grads()), 1e-4);
+    const Tensor g32 = zero::testing::converted(m32->flat_grads(), DType::kF64);
+    EXPECT_LE(zero::testing::relative_error(g32, m64->flat_grads()), 1e-4);
   }
 }
 
@@ -173,10 +174,10 @@ TEST(ModelGradients, AccumulateAcrossMicroBatches) {
   Batch b = random_batch(2, 6, config.vocab_size, 2);
   model->zero_grad();
   model->forward_backward(a);
-  Tensor ga = testing::converted(model->flat_grads(), DType::kF64);
+  Tensor ga = zero::testing::converted(model->flat_grads(), DType::kF64);
   model->zero_grad();
   model->forward_backward(b);
-  Tensor gb = testing::converted(model->flat_grads(), DType::kF64);
+  Tensor gb = zero::testing::converted(model->flat_grads(), DType::kF64);
   model->zero_grad();
   model->forward_backward(a, 0.5);
   model->forward_backward(b, 0.5);

@@ -15,7 +15,7 @@
 #include "model/transformer_builder.h"
 
 namespace zero::model {
-namespace {
+namespace sixteen_bit_activations_test {
 
 TransformerConfig small(const std::string& family) {
   TransformerConfig c = preset_config(family == "gpt2" ? "tiny" : "tiny-llama");
@@ -93,5 +93,5 @@ TEST(SixteenBitActivations, LogitsAreStoredIn16Bits) {
   EXPECT_EQ(logits.dtype(), DType::kBF16);
 }
 
-}  // namespace
+}  // namespace sixteen_bit_activations_test
 }  // namespace zero::model

@@ -18,7 +18,7 @@
 #include "tiling_harness.h"
 
 namespace zero::model {
-namespace {
+namespace tiled_logits_loss_test {
 
 using namespace tiling_test;
 
@@ -179,5 +179,5 @@ TEST_P(TiledLogitsModels, SimulatedDeviceMatchesCpuBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TiledLogitsModels, ::testing::Values("gpt2", "llama"));
 
-}  // namespace
+}  // namespace tiled_logits_loss_test
 }  // namespace zero::model

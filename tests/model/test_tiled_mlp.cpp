@@ -15,7 +15,7 @@
 #include "tiling_harness.h"
 
 namespace zero::model {
-namespace {
+namespace tiled_mlp_test {
 
 using namespace tiling_test;
 
@@ -130,5 +130,5 @@ TEST_P(TiledMlpModels, BlockOutputAndInputGradient) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TiledMlpModels, ::testing::Values("gpt2", "llama"));
 
-}  // namespace
+}  // namespace tiled_mlp_test
 }  // namespace zero::model

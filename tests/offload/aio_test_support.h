@@ -1,4 +1,5 @@
-// Helpers for the NVMe swap tests: scratch folders, aligned buffers, error expectations.
+// Helpers for the NVMe swap tests: scratch folders, aligned buffers, error expectations,
+// an allocator that always fails.
 #pragma once
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,6 +16,8 @@
 #include <typeinfo>
 #include <vector>
 
+#include "core/allocator.h"
+#include "core/error.h"
 #include "offload/aio_file.h"
 
 namespace zero::offload::testing {
@@ -105,6 +108,18 @@ class SmallTmpfs {
   ScratchDir dir_;
   bool mounted_ = false;
   std::string error_;
+};
+
+// Pinned memory that runs out (for the stores' failed-construction tests).
+class ExhaustedAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::cpu(); }
+
+ protected:
+  void* raw_allocate(size_t bytes) override {
+    throw Error("out of pinned memory for " + std::to_string(bytes) + " bytes");
+  }
+  void raw_deallocate(void*, size_t) override {}
 };
 
 }  // namespace zero::offload::testing

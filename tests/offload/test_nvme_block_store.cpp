@@ -32,6 +32,7 @@ using testing::scribble;
 using testing::SmallTmpfs;
 using testing::RefuseDirectIo;
 using testing::ScratchDir;
+using testing::ExhaustedAllocator;
 
 constexpr const char* kKey = "zero_optimization.offload_param.nvme_path";
 
@@ -483,18 +484,6 @@ TEST(NvmeBlockStore, StagingIsAccountedInTheGivenAllocatorAndFreed) {
   }
   EXPECT_EQ(pinned.stats().total_live_bytes, 0u);
 }
-
-// Pinned memory that runs out.
-class ExhaustedAllocator final : public Allocator {
- public:
-  Device device() const override { return Device::cpu(); }
-
- protected:
-  void* raw_allocate(size_t bytes) override {
-    throw Error("out of pinned memory for " + std::to_string(bytes) + " bytes");
-  }
-  void raw_deallocate(void*, size_t) override {}
-};
 
 TEST(NvmeBlockStore, FailedConstructionLeavesNothingBehind) {
   ScratchDir dir("failed");

@@ -29,6 +29,7 @@ using testing::scribble;
 using testing::SmallTmpfs;
 using testing::RefuseDirectIo;
 using testing::ScratchDir;
+using testing::ExhaustedAllocator;
 
 const std::vector<std::string> kAdamTensors = {"master", "exp_avg", "exp_avg_sq"};
 
@@ -227,18 +228,6 @@ TEST(NvmeSwapStore, OneStorePerFolder) {
   }
   NvmeSwapStore again(small_options(dir.path(), 100, 10), pinned);  // released by the destructor
 }
-
-// Pinned memory that runs out.
-class ExhaustedAllocator final : public Allocator {
- public:
-  Device device() const override { return Device::cpu(); }
-
- protected:
-  void* raw_allocate(size_t bytes) override {
-    throw Error("out of pinned memory for " + std::to_string(bytes) + " bytes");
-  }
-  void raw_deallocate(void*, size_t) override {}
-};
 
 TEST(NvmeSwapStore, FailedConstructionLeavesNothingBehind) {
   ScratchDir dir("failed");

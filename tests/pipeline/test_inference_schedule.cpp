@@ -7,6 +7,7 @@
 
 #include "pipeline/pipeline_schedule.h"
 #include "pipeline/schedule_rendezvous.h"
+#include "pipeline/schedule_shapes.h"
 
 namespace zero::pipeline {
 namespace {
@@ -51,11 +52,8 @@ TEST(InferenceSchedule, ThreeStagesMiddleStageByHand) {
                    "[SendActivation(buffer_id=1)]"}));
 }
 
-struct Shape {
-  int64_t stages;
-  int64_t micro_batches;
-};
-const Shape kShapes[] = {{2, 1}, {2, 4}, {4, 2}, {4, 8}, {3, 5}, {1, 3}};
+using schedule_test::Shape;
+using schedule_test::kShapes;
 
 TEST(InferenceSchedule, EachMicroBatchForwardedOnceAndHandedOn) {
   for (const Shape& shape : kShapes) {

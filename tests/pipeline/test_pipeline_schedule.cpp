@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "pipeline/pipeline_schedule.h"
 #include "pipeline/schedule_rendezvous.h"
+#include "pipeline/schedule_shapes.h"
 
 namespace zero::pipeline {
 namespace {
@@ -152,12 +153,8 @@ TEST(TrainSchedule, BadShapesAreInternalErrors) {
 // order, so the k-th forward, the k-th send, ... of a stage concern micro-batch k), not from the
 // schedule's own micro_batch field; the field is then checked against them.
 
-struct Shape {
-  int64_t stages;
-  int64_t micro_batches;
-};
-
-const Shape kShapes[] = {{2, 1}, {2, 4}, {4, 2}, {4, 8}, {3, 5}, {1, 3}};
+using schedule_test::Shape;
+using schedule_test::kShapes;
 
 std::string name_of(const Shape& shape) {
   return "p=" + std::to_string(shape.stages) + " m=" + std::to_string(shape.micro_batches);

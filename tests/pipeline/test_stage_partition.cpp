@@ -10,7 +10,7 @@
 #include "pipeline/stage_partition.h"
 
 namespace zero::pipeline {
-namespace {
+namespace stage_partition_test {
 
 using Parts = std::vector<int64_t>;
 
@@ -151,5 +151,5 @@ TEST(PartitionLayers, TiedUnitsSpanTheStagesThatHoldThem) {
   EXPECT_EQ(stages_holding({0, 6}, {0, 5}), (Parts{0}));  // one stage: no reduction
 }
 
-}  // namespace
+}  // namespace stage_partition_test
 }  // namespace zero::pipeline

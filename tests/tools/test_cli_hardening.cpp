@@ -20,18 +20,16 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cli_runner.h"
+#include "tools/cli_helpers.h"
 
-namespace {
+namespace cli_hardening_test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 using Result = zero::testing::CliResult;
 
-Result run(const std::string& args) { return zero::testing::run_cli(args); }
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using zero::testing::has;
+using zero::testing::run;
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -269,4 +267,4 @@ TEST_F(CliHardening, NoBadNumberOrPathPrintsInternalError) {
   }
 }
 
-}  // namespace
+}  // namespace cli_hardening_test

@@ -22,18 +22,16 @@
 #include "io/fifo_watchdog.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
+#include "tools/cli_helpers.h"
 #include "tools/shell_runner.h"
 
-namespace {
+namespace cli_hardening_readers_test {
 namespace fs = std::filesystem;
 
 using Result = zero::testing::CliResult;
+using zero::testing::has;
 
 Result run(const std::string& args) { return zero::testing::run_cli(args, 60); }
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::string fixture(const std::string& folder) {
   return std::string(ZERO_TEST_FIXTURES) + "/hf/" + folder;
@@ -138,4 +136,4 @@ TEST_F(CliHardeningReaders, InfInWeightsIsNamedAtLoadNotAsANanLossLater) {
                   "element 1234", "inf"});
 }
 
-}  // namespace
+}  // namespace cli_hardening_readers_test

@@ -8,12 +8,11 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "support/cli_runner.h"
+#include "support/text_has.h"
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using zero::testing::has;
 
 class CudaTrainCli : public ::testing::Test {
  protected:

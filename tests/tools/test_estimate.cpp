@@ -15,11 +15,13 @@
 
 #include "engine/memory_preflight.h"
 #include "model/transformer_config.h"
+#include "tools/cli_helpers.h"
 #include "tools/shell_runner.h"
 
-namespace {
+namespace estimate_test {
 
 using Result = zero::testing::CliResult;
+using zero::testing::has;
 using zero::testing::Stderr;
 
 // `zero <args>`: stdout and stderr together, or (merge_stderr false) stdout alone with stderr
@@ -51,7 +53,6 @@ std::vector<std::string> table_rows(const std::string& output) {
   return rows;
 }
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 bool starts(const std::string& row, const std::string& prefix) { return row.rfind(prefix, 0) == 0; }
 
 const std::string kSeed =
@@ -337,4 +338,4 @@ TEST(ZeroEstimate, MeshMistakesAreRefusedWithTheNumbers) {
   }
 }
 
-}  // namespace
+}  // namespace estimate_test

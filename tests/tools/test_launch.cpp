@@ -12,7 +12,7 @@
 
 #include "tools/shell_runner.h"
 
-namespace {
+namespace launch_test {
 
 namespace fs = std::filesystem;
 
@@ -116,4 +116,4 @@ TEST_F(ZeroLaunch, RunsTwoRanksUnderMpirun) {
   EXPECT_NE(failing.output.find("does not exist"), std::string::npos) << failing.output;
 }
 
-}  // namespace
+}  // namespace launch_test

@@ -6,12 +6,11 @@
 #include <string>
 
 #include "support/cli_runner.h"
+#include "tools/cli_helpers.h"
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using zero::testing::has;
 
 // tiny-llama: rotary, max_position_embeddings 256. Synthetic data, one short step.
 const std::string kLlama = "train --model tiny-llama --steps 1 --micro-batch 1 --seq-len 512";

@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "data/token_shard.h"
+#include "tools/cli_helpers.h"
 #include "tools/shell_runner.h"
 
-namespace {
+namespace prepare_test {
 
 namespace fs = std::filesystem;
 
 using Result = zero::testing::CliResult;
+using zero::testing::has;
 
 // `zero <args>`, stdout and stderr together.
 Result run_zero(const std::string& args) {
@@ -83,10 +85,6 @@ TEST_F(ZeroPrepare, HelpListsTheFlags) {
 const std::string kFixtures = ZERO_TEST_FIXTURES;
 const std::string kGpt2Tokenizer = kFixtures + "/tokenizers/gpt2";
 constexpr uint32_t kGpt2EndOfText = 50256;
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 TEST_F(ZeroPrepare, JsonlTextFieldWithTheByteTokenizer) {
   const std::string in = write("docs.jsonl", "{\"text\": \"abc\"}\n\n{\"text\": \"de\", \"n\": 2}\n");
@@ -192,4 +190,4 @@ TEST_F(ZeroPrepare, JsonlAndTokenizerErrorsExitWithTwoAndAMessage) {
   EXPECT_FALSE(fs::exists(train));
 }
 
-}  // namespace
+}  // namespace prepare_test

@@ -14,13 +14,14 @@
 #include <string>
 
 #include "support/cli_runner.h"
+#include "tools/cli_helpers.h"
 
 namespace {
 namespace fs = std::filesystem;
 
 using Result = zero::testing::CliResult;
 
-Result run(const std::string& args) { return zero::testing::run_cli(args); }
+using zero::testing::run;
 
 fs::path examples() { return fs::path(ZERO_TEST_FIXTURES) / ".." / ".." / "examples"; }
 fs::path corpus() { return fs::path(ZERO_TEST_FIXTURES) / ".." / "config" / "real_configs"; }

@@ -13,7 +13,7 @@
 
 #include "tools/shell_runner.h"
 
-namespace {
+namespace tokenize_cli_test {
 
 const std::string kFixtures = std::string(ZERO_TEST_FIXTURES) + "/tokenizers/";
 
@@ -115,4 +115,4 @@ TEST_F(ZeroTokenize, HelpListsTheFlags) {
   }
 }
 
-}  // namespace
+}  // namespace tokenize_cli_test

@@ -15,7 +15,7 @@
 #include "model/hf_checkpoint.h"
 #include "tools/shell_runner.h"
 
-namespace {
+namespace zero_command_test {
 namespace fs = std::filesystem;
 
 using Result = zero::testing::CliResult;
@@ -204,4 +204,4 @@ TEST_F(ZeroCommand, BadInputExitsWithAMessage) {
   }
 }
 
-}  // namespace
+}  // namespace zero_command_test
