@@ -128,6 +128,22 @@ void add_into(Backend& backend, Tensor& sum, const Tensor& a, const Tensor& b) {
 }
 }  // namespace
 
+void Backend::linear_gelu_forward(Tensor& act, Tensor& up, const Tensor& x, const Tensor& w,
+                                  const Tensor* bias) {
+  linear_forward(up, x, w, bias);
+  gelu_forward(act, up);
+}
+
+Tensor Backend::linear_backward_gelu(Tensor& dw, Tensor* dbias, const Tensor& dy, Tensor act,
+                                     const Tensor& w, const Tensor& up) {
+  Tensor d_act = empty(act.shape(), act.dtype(), MemoryCategory::kActivations);
+  linear_backward(&d_act, dw, dbias, dy, act, w);
+  act = Tensor();
+  Tensor d_up = empty(up.shape(), up.dtype(), MemoryCategory::kActivations);
+  gelu_backward(d_up, d_act, up);
+  return d_up;
+}
+
 void Backend::add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd,
                                     const Tensor& a, const Tensor& b, const Tensor& weight,
                                     const Tensor* bias, double eps) {

@@ -190,6 +190,25 @@ class Backend {
   virtual void linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,
                                const Tensor& x, const Tensor& w) = 0;
 
+  // ---- a linear layer fused with the GELU after it (GPT-2's MLP) ------------------------------
+  // up = x @ w^T (+ bias), act = gelu(up): the product and the activation in one pass on a
+  // device (GELU in the matrix product's epilogue) instead of a product and an elementwise pass.
+  // up is kept for the backward. x, w, bias as for linear_forward; act and up contiguous, of
+  // y's shape and dtype. The default runs linear_forward and gelu_forward (the CPU backends keep
+  // it: the oracle's sequence); a device backend may apply GELU to the unrounded product, so
+  // 16-bit results may differ from the default's in the last unit.
+  virtual void linear_gelu_forward(Tensor& act, Tensor& up, const Tensor& x, const Tensor& w,
+                                   const Tensor* bias);
+  // The backward of `act = gelu(up)` followed by a linear layer of input act: returns d_up =
+  // gelu'(up) * (dy @ w), a new activations tensor of up's shape and dtype; dw += dy^T @ act,
+  // dbias += column sums of dy. act is taken by value so that its memory is freed (when the
+  // caller passes it with std::move) as soon as it has been read: the default runs
+  // linear_backward into a d_act buffer, lets act go, then allocates d_up and runs
+  // gelu_backward - the unfused sequence's order, so its peak memory too. A device backend may
+  // apply gelu' in the dx product's epilogue instead.
+  virtual Tensor linear_backward_gelu(Tensor& dw, Tensor* dbias, const Tensor& dy, Tensor act,
+                                      const Tensor& w, const Tensor& up);
+
   // ---- embedding -----------------------------------------------------------------------------
   // out[N,C] = table[ids[n], :] (out += ... when accumulate). ids: i32 or i64 [N], host-readable
   // on the CPU backend. An id outside [0, V) throws zero::Error naming the id and V.

@@ -1,5 +1,7 @@
 #include "model/tiled_mlp.h"
 
+#include <utility>
+
 #include "core/check.h"
 #include "model/tensor_parallel.h"
 
@@ -28,12 +30,12 @@ void TiledMlp::shard_after_norm(backend::Backend& be, const Tensor& x1, const Te
   const DType dt = x1.dtype();
   const auto act = MemoryCategory::kActivations;
   Tensor up = be.empty({rows, p.up.size(0)}, dt, act);
-  be.linear_forward(up, h2, p.up, optional(p.up_bias));
   Tensor activated = be.empty({rows, inner_}, dt, act);
   if (swiglu_) {
+    be.linear_forward(up, h2, p.up, optional(p.up_bias));
     be.swiglu_forward(activated, up);
   } else {
-    be.gelu_forward(activated, up);
+    be.linear_gelu_forward(activated, up, h2, p.up, optional(p.up_bias));
   }
   if (y != nullptr) {
     const bool bias_here = adds_row_parallel_bias(tensor_group_);
@@ -55,16 +57,18 @@ Tensor TiledMlp::shard_backward(backend::Backend& be, const Tensor& dy, const Ml
   const int64_t rows = dy.size(0);
   const DType dt = dy.dtype();
   const auto act = MemoryCategory::kActivations;
-  Tensor d_act = be.empty({rows, inner_}, dt, act);
-  be.linear_backward(&d_act, g.down, optional(g.down_bias), dy, act_, p.down);
-  act_ = Tensor();
-  Tensor d_up = be.empty(up_.shape(), dt, act);
+  Tensor d_up;
   if (swiglu_) {
+    Tensor d_act = be.empty({rows, inner_}, dt, act);
+    be.linear_backward(&d_act, g.down, optional(g.down_bias), dy, act_, p.down);
+    act_ = Tensor();
+    d_up = be.empty(up_.shape(), dt, act);
     be.swiglu_backward(d_up, d_act, up_);
   } else {
-    be.gelu_backward(d_up, d_act, up_);
+    // act_ moves in, so the op frees it once read (before d_up exists, as in the swiglu branch).
+    d_up = be.linear_backward_gelu(g.down, optional(g.down_bias), dy, std::move(act_), p.down,
+                                   up_);
   }
-  d_act = Tensor();
   up_ = Tensor();
   Tensor d_h2 = be.empty({rows, x1_.size(1)}, dt, act);
   be.linear_backward(&d_h2, g.up, optional(g.up_bias), d_up, h2_, p.up);

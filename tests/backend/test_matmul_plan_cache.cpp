@@ -136,13 +136,43 @@ TEST(MatmulPlanKey, EveryKeyFieldTakesPartInEqualityAndHash) {
       {"a_alignment", [](MatmulPlanKey& k) { k.a_alignment = 8; }},
       {"b_alignment", [](MatmulPlanKey& k) { k.b_alignment = 8; }},
       {"c_alignment", [](MatmulPlanKey& k) { k.c_alignment = 8; }},
-      {"workspace_bytes", [](MatmulPlanKey& k) { k.workspace_bytes /= 2; }}};
+      {"workspace_bytes", [](MatmulPlanKey& k) { k.workspace_bytes /= 2; }},
+      {"epilogue", [](MatmulPlanKey& k) { k.epilogue = GemmOperands::Epilogue::kGelu; }},
+      {"ld_aux", [](MatmulPlanKey& k) { k.ld_aux = 3072; }},
+      {"aux_alignment", [](MatmulPlanKey& k) { k.aux_alignment = 16; }}};
   for (const auto& [name, change] : fields) {
     MatmulPlanKey key = base;
     change(key);
     EXPECT_FALSE(key == base) << name;
     EXPECT_NE(MatmulPlanKeyHash{}(key), MatmulPlanKeyHash{}(base)) << name;
   }
+}
+
+TEST(MatmulPlanKey, GeluEpilogueAuxLeadingDimensionAndAlignmentAreInTheKey) {
+  // GPT-2's MLP up-projection with GELU in the epilogue; then its gradient's epilogue.
+  GemmOperands gelu = base_operands();
+  gelu.n = 3072;
+  gelu.ldc = 3072;
+  gelu.epilogue = GemmOperands::Epilogue::kGelu;
+  gelu.aux = mutable_address(0x50000);
+  gelu.ld_aux = 3072;
+  const MatmulPlanKey key = make_plan_key(gelu, kWorkspace);
+  EXPECT_EQ(key.epilogue, GemmOperands::Epilogue::kGelu);
+  EXPECT_EQ(key.ld_aux, 3072);
+  EXPECT_EQ(key.aux_alignment, 256u);
+  expect_each_change_alters_key(
+      gelu,
+      {{"no epilogue",
+        [](GemmOperands& op, size_t&) { op.epilogue = GemmOperands::Epilogue::kNone; }},
+       {"gradient epilogue",
+        [](GemmOperands& op, size_t&) { op.epilogue = GemmOperands::Epilogue::kGeluGradient; }},
+       {"ld_aux", [](GemmOperands& op, size_t&) { op.ld_aux = 3080; }},
+       {"aux alignment", [](GemmOperands& op, size_t&) { op.aux = mutable_address(0x50010); }}});
+  // Without an epilogue the aux fields are not read: stale values must not split the plans.
+  GemmOperands plain = base_operands(), stale = base_operands();
+  stale.aux = mutable_address(0x50010);
+  stale.ld_aux = 8;
+  EXPECT_TRUE(make_plan_key(plain, kWorkspace) == make_plan_key(stale, kWorkspace));
 }
 
 TEST(MatmulPlanKey, AddressesAlphaAndBetaValueAreNotInTheKey) {

@@ -58,7 +58,19 @@ cublasStatus_t check_shapes(const char* call, const MatmulDesc& desc, const Matr
                            "a leading dimension is smaller than the rows");
     }
   }
-  if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS) {
+  if (desc.uses_aux()) {
+    // cuBLASLt's rule for the GELU epilogues' auxiliary matrix: a leading dimension of at least
+    // D's rows and a multiple of 8 elements.
+    if (desc.aux == nullptr) {
+      return cublas_reject(CUBLAS_STATUS_INVALID_VALUE, call,
+                           "GELU epilogue without an aux pointer");
+    }
+    if (desc.aux_ld < static_cast<int64_t>(d.rows) || desc.aux_ld % 8 != 0) {
+      return cublas_reject(CUBLAS_STATUS_INVALID_VALUE, call,
+                           "the aux leading dimension must be >= D's rows and a multiple of 8");
+    }
+  }
+  if (desc.adds_bias()) {
     if (desc.bias == nullptr) {
       return cublas_reject(CUBLAS_STATUS_INVALID_VALUE, call, "bias epilogue without a pointer");
     }
@@ -133,15 +145,22 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
       if (const auto s = read_attribute(epilogue, buf, bytes, kCall); s != CUBLAS_STATUS_SUCCESS) {
         return s;
       }
-      if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_BIAS) {
+      if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_BIAS &&
+          epilogue != CUBLASLT_EPILOGUE_GELU_AUX && epilogue != CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
+          epilogue != CUBLASLT_EPILOGUE_DGELU) {
         return cublas_reject(CUBLAS_STATUS_NOT_SUPPORTED, kCall,
-                             "only the DEFAULT and BIAS epilogues are simulated");
+                             "only the DEFAULT, BIAS, GELU_AUX(_BIAS) and DGELU epilogues are "
+                             "simulated");
       }
       d.epilogue = static_cast<cublasLtEpilogue_t>(epilogue);
       return CUBLAS_STATUS_SUCCESS;
     }
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
       return read_attribute(d.bias, buf, bytes, kCall);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      return read_attribute(d.aux, buf, bytes, kCall);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      return read_attribute(d.aux_ld, buf, bytes, kCall);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: {
       int32_t type = 0;
       if (const auto s = read_attribute(type, buf, bytes, kCall); s != CUBLAS_STATUS_SUCCESS) {

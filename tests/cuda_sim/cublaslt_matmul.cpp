@@ -3,12 +3,17 @@
 // preference let split-K partials be added in the output type: then a 16-bit D of a product
 // with k >= kSplitMinK is summed as real cuBLASLt may choose to, in kSplits partials each
 // rounded to D's type and added in it (an H200 did so, 18 f16 units off, for a linear backward).
-// The bias epilogue, too, rounds the product to a 16-bit D's type before adding the bias. Before computing,
-// every operand's full extent must lie inside one device allocation and every pointer must have
-// the alignment the heuristic was promised.
+// The bias epilogue, too, rounds the product to a 16-bit D's type before adding the bias. The
+// GELU epilogues (tanh form) act on the f32 result after the bias: GELU_AUX(_BIAS) stores it,
+// rounded to D's type, as the aux matrix and GELU of it in D; DGELU multiplies it by GELU' of the
+// aux matrix. Whether real cuBLASLt rounds anything in between is not known here (unmeasured):
+// the tests hold its results to the CPU's within a 16-bit tolerance, not to these bits.
+// Before computing, every operand's full extent must lie inside one device allocation and every
+// pointer must have the alignment the heuristic was promised.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -60,6 +65,20 @@ void store(void* base, size_t index, cudaDataType_t type, float value) {
       static_cast<__half*>(base)[index] = __float2half_rn(value);
       return;
   }
+}
+
+// GELU, tanh form, and its derivative (backend.h's definition), in f32 as a kernel computes it.
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluCubic = 0.044715f;
+
+float gelu(float x) {
+  return 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + kGeluCubic * x * x * x)));
+}
+
+float gelu_gradient(float x) {
+  const float t = std::tanh(kGeluScale * (x + kGeluCubic * x * x * x));
+  return 0.5f * (1.0f + t) +
+         0.5f * x * (1.0f - t * t) * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
 }
 
 // Bytes from the first to one past the last element of a column-major rows x cols matrix.
@@ -134,7 +153,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
   const float beta_value = *static_cast<const float*>(beta);
   const bool ta = desc.trans_a == CUBLAS_OP_T, tb = desc.trans_b == CUBLAS_OP_T;
   const uint64_t m = ld.rows, n = ld.cols, k = ta ? la.rows : la.cols;
-  const bool bias = desc.epilogue == CUBLASLT_EPILOGUE_BIAS;
+  const bool bias = desc.adds_bias();
+  const MatrixLayout aux_layout{ld.type, m, n, desc.aux_ld};
   std::string problem;
   for (const std::string& p :
        {check_operand("A", a, extent_bytes(la), contents.min_alignment[0]),
@@ -144,6 +164,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
         check_operand("D", d, extent_bytes(ld), contents.min_alignment[3]),
         bias ? check_operand("bias", desc.bias, m * element_bytes(desc.bias_type_for(ld.type)), 0)
              : std::string(),
+        desc.uses_aux() ? check_operand("aux", desc.aux, extent_bytes(aux_layout), 16)
+                        : std::string(),
         workspace_bytes > 0 ? check_operand("workspace", workspace, workspace_bytes, 0)
                             : std::string()}) {
     if (!p.empty() && problem.empty()) problem = p;
@@ -152,8 +174,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
 
   // Runs when the stream gets there (streams.h), on copies of the descriptors (the caller may
   // destroy or change them once this returns) and of alpha and beta (read at the call).
-  const bool split_in_output_type =
-      contents.reduce_in_output_type != 0 && ld.type != CUDA_R_32F && k >= kSplitMinK;
+  const bool split_in_output_type = contents.reduce_in_output_type != 0 &&
+                                    ld.type != CUDA_R_32F && k >= kSplitMinK && !desc.uses_aux();
   enqueue(stream, [desc, la, lb, lc, ld, a, b, c, d, ta, tb, m, n, k, bias, alpha_value,
                    beta_value, workspace, workspace_bytes, split_in_output_type] {
     const std::vector<float> op_a = widen_op(a, la, ta);     // m x k
@@ -182,6 +204,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
         // The bias epilogue adds the bias to the product already rounded to a 16-bit D's type
         // (an H200's cuBLASLt: up to 2 bf16 units off the once-rounded sum where they cancel).
         if (bias) v = round_to(ld.type, v) + load(desc.bias, i, desc.bias_type_for(ld.type));
+        const size_t aux_index = i + j * static_cast<uint64_t>(desc.aux_ld);
+        if (desc.applies_gelu()) {
+          // aux is the epilogue's output here; const in the descriptor as cuBLASLt declares it.
+          store(const_cast<void*>(desc.aux), aux_index, ld.type, v);
+          v = gelu(v);
+        } else if (desc.applies_gelu_gradient()) {
+          v *= gelu_gradient(load(desc.aux, aux_index, ld.type));
+        }
         // Split: every partial lands in D's type and is added there.
         for (uint64_t s = 1; s < splits; ++s) {
           v = round_to(ld.type, round_to(ld.type, v) + round_to(ld.type, alpha_value * out[s][i + j * m]));

@@ -18,10 +18,22 @@ struct MatmulDesc {
   const void* bias = nullptr;
   bool bias_type_set = false;
   cudaDataType_t bias_type = CUDA_R_32F;
+  // The GELU epilogues' auxiliary matrix (the pre-activation; D's type, D's shape, column-major
+  // with leading dimension aux_ld): written by GELU_AUX(_BIAS), read by DGELU.
+  const void* aux = nullptr;
+  int64_t aux_ld = 0;
   // The bias's type: as set, else D's (cuBLASLt's default).
   cudaDataType_t bias_type_for(cudaDataType_t d_type) const {
     return bias_type_set ? bias_type : d_type;
   }
+  bool adds_bias() const {
+    return epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  }
+  bool applies_gelu() const {
+    return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  }
+  bool applies_gelu_gradient() const { return epilogue == CUBLASLT_EPILOGUE_DGELU; }
+  bool uses_aux() const { return applies_gelu() || applies_gelu_gradient(); }
 };
 
 struct MatrixLayout {

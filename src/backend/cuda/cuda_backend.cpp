@@ -162,6 +162,7 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index), memory_(devic
   pinned_ = std::make_unique<cuda::CudaPinnedCache>(
       std::vector<cudaStream_t>(streams_.begin(), streams_.end()));
   matmul_ = std::make_unique<cuda::CublasLtMatmul>();
+  gelu_epilogue_ = gelu_epilogue_from_environment();
 }
 
 // Waits for the device, then frees in reverse order of need: the workspace tensor and the cache

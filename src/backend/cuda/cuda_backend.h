@@ -40,6 +40,10 @@
 
 namespace zero::backend {
 
+namespace cuda_internal {
+class Checks;  // cuda_arg_checks.h
+}
+
 // The number of CUDA devices visible to this process (0 without a driver or device; never throws).
 int cuda_device_count();
 // A hash of device `index`'s UUID (cudaDeviceProp::uuid): equal in two processes exactly when they
@@ -101,6 +105,21 @@ class CudaBackend final : public Backend {
   void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) override;
   void linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy, const Tensor& x,
                        const Tensor& w) override;
+  // GELU in the products' epilogues (cuda_backend_gelu_epilogue.cpp) when gelu_epilogue() is on
+  // and cuBLASLt has the kernel; otherwise Backend's defaults (the product, then the
+  // elementwise kernel).
+  void linear_gelu_forward(Tensor& act, Tensor& up, const Tensor& x, const Tensor& w,
+                           const Tensor* bias) override;
+  Tensor linear_backward_gelu(Tensor& dw, Tensor* dbias, const Tensor& dy, Tensor act,
+                              const Tensor& w, const Tensor& up) override;
+  // From ZERO_CUDA_GELU_EPILOGUE, read at construction: "1" fuses GPT-2's GELU (and its
+  // gradient) into cuBLASLt's GELU_AUX_BIAS / DGELU epilogues; unset or "0" keeps the separate
+  // elementwise kernels - the default until a GPU run has measured the fused form. Anything else
+  // throws ConfigError naming the variable.
+  static bool gelu_epilogue_from_environment();
+  bool gelu_epilogue() const { return gelu_epilogue_; }
+  // Products that ran with a GELU epilogue since construction (how tests see the fused path).
+  uint64_t gelu_epilogue_products() const { return gelu_epilogue_products_; }
   void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
                          bool accumulate) override;
   void embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) override;
@@ -182,6 +201,13 @@ class CudaBackend final : public Backend {
   // Throws the first bad-input report in the host mirror, if any (after the fetch completed),
   // and clears the slot.
   void raise_kernel_errors();
+  // linear_forward's argument checks (linear_gelu_forward's too), under `check`'s op name.
+  void check_linear_forward(const cuda_internal::Checks& check, const Tensor& y, const Tensor& x,
+                            const Tensor& w, const Tensor* bias) const;
+  // One product with a GELU epilogue straight through cuBLASLt, when its operands suit the
+  // epilogue kernels (contiguous, 16-byte aligned rows and pointers); false, having written
+  // nothing, otherwise or when cuBLASLt has no algorithm.
+  bool run_gelu_epilogue(const cuda::GemmOperands& op);
   // y's row length `ldy` (elements): y.size(-1) when contiguous, its row stride when row-strided.
   void linear_product(Tensor& y, int64_t ldy, const Tensor& x, const Tensor& w,
                       const Tensor* bias);
@@ -230,6 +256,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CublasLtMatmul> matmul_;
   Tensor matmul_workspace_;
   uint64_t split_products_ = 0;
+  bool gelu_epilogue_ = false;
+  uint64_t gelu_epilogue_products_ = 0;
 };
 
 }  // namespace zero::backend

@@ -321,6 +321,12 @@ void CudaBackend::linear_product(Tensor& y, int64_t ldy, const Tensor& x, const 
 void CudaBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
   const Checks check(device(), "linear_forward");
   const int64_t ldy = row_pitch(y, "linear_forward", "y");
+  check_linear_forward(check, y, x, w, bias);
+  linear_product(y, ldy, x, w, bias);
+}
+
+void CudaBackend::check_linear_forward(const Checks& check, const Tensor& y, const Tensor& x,
+                                       const Tensor& w, const Tensor* bias) const {
   check.contiguous(x, "x").contiguous(w, "w");
   check.dtype(x, y.dtype(), "x").dtype(w, y.dtype(), "w");
   if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1)) {
@@ -342,7 +348,6 @@ void CudaBackend::linear_forward(Tensor& y, const Tensor& x, const Tensor& w, co
     // The bias fallbacks broadcast into contiguous rows.
     if (!y.is_contiguous()) check.contiguous(y, "y (with a bias)");
   }
-  linear_product(y, ldy, x, w, bias);
 }
 
 void CudaBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy,

@@ -24,6 +24,16 @@ struct GemmOperands {
   float alpha = 1.0f, beta = 0.0f;
   // Optional bias[n] added to every row of c (cuBLASLt's bias epilogue); beta must be 0.
   const void* bias = nullptr;
+  // Optional GELU epilogues (tanh form; cuBLASLt's GELU_AUX(_BIAS) and DGELU), on the product
+  // after the bias: kGelu writes gelu(result) to c and the result itself to aux; kGeluGradient
+  // writes result * gelu'(aux) to c. aux is [m, ld_aux] row-major in dtype (ld_aux >= n, a
+  // multiple of 8). beta must be 0, c must not be f32 over 16-bit operands. Only
+  // CublasLtMatmul::run takes these (CudaBackend::gemm's fallbacks do not): the caller falls
+  // back to a plain product and the elementwise op when run has no algorithm.
+  enum class Epilogue : uint8_t { kNone, kGelu, kGeluGradient };
+  Epilogue epilogue = Epilogue::kNone;
+  void* aux = nullptr;
+  int64_t ld_aux = 0;
 };
 
 }  // namespace zero::backend::cuda

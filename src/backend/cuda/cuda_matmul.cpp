@@ -56,6 +56,24 @@ void set_bias_pointer(cublasLtMatmulDesc_t desc, const void* bias) {
                                                   sizeof(bias)));
 }
 
+void set_aux_pointer(cublasLtMatmulDesc_t desc, void* aux) {
+  ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                  &aux, sizeof(aux)));
+}
+
+// cuBLASLt's epilogue for the key's bias and GELU choice.
+cublasLtEpilogue_t epilogue_of(const MatmulPlanKey& key) {
+  switch (key.epilogue) {
+    case GemmOperands::Epilogue::kGelu:
+      return key.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case GemmOperands::Epilogue::kGeluGradient:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case GemmOperands::Epilogue::kNone:
+      break;
+  }
+  return key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 }  // namespace
 
 // Everything cublasLtMatmul needs besides the pointers, alpha, beta and the stream. A plan with
@@ -75,7 +93,8 @@ struct CublasLtMatmul::Plan {
 // algorithm".
 std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t handle,
                                                                const MatmulPlanKey& key,
-                                                               const void* bias, int candidates) {
+                                                               const void* bias, void* aux,
+                                                               int candidates) {
   const cudaDataType_t type = cuda_type(key.dtype);
   auto plan = std::make_unique<Plan>();
   cublasLtMatmulDesc_t raw_desc = nullptr;
@@ -92,10 +111,20 @@ std::unique_ptr<CublasLtMatmul::Plan> CublasLtMatmul::make_plan(cublasLtHandle_t
                                                   &trans_first, sizeof(trans_first)));
   ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
                                                   &trans_second, sizeof(trans_second)));
-  if (key.bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epilogue = epilogue_of(key);
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(
         plan->desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  }
+  if (key.epilogue != GemmOperands::Epilogue::kNone) {
+    // The aux matrix has c's column-major shape; its leading dimension in elements. The pointer
+    // is the calling op's (the heuristic may read its alignment, as the bias's; both keyed).
+    set_aux_pointer(plan->desc.get(), aux);
+    const int64_t ld_aux = key.ld_aux;
+    ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(
+        plan->desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
+  }
+  if (key.bias) {
     set_bias_pointer(plan->desc.get(), bias);
     const cudaDataType_t bias_type = cuda_type(key.bias_dtype);
     ZERO_CUBLAS_CHECK(cublaslt().desc_set_attribute(
@@ -180,6 +209,12 @@ bool CublasLtMatmul::run(const GemmOperands& op, void* workspace, size_t workspa
   if (op.bias != nullptr) {
     ZERO_CHECK(op.beta == 0.0f, "the bias epilogue is used with beta = 0 only");
   }
+  if (op.epilogue != GemmOperands::Epilogue::kNone) {
+    ZERO_CHECK(op.beta == 0.0f && !op.c_f32 && op.aux != nullptr && op.ld_aux >= op.n &&
+                   op.ld_aux % 8 == 0,
+               "a GELU epilogue needs beta 0, c in the operands' dtype and an aux matrix with "
+               "a leading dimension >= n and a multiple of 8");
+  }
   const MatmulPlanKey key = make_plan_key(op, workspace_bytes);
   Plan* plan = nullptr;
   if (std::unique_ptr<Plan>* cached = plans_.find(key)) {
@@ -187,12 +222,14 @@ bool CublasLtMatmul::run(const GemmOperands& op, void* workspace, size_t workspa
     plan = cached->get();
   } else {
     ++plan_misses_;
-    plan = plans_.insert(key, make_plan(handle_, key, op.bias, autotune_candidates_)).get();
+    plan = plans_.insert(key, make_plan(handle_, key, op.bias, op.aux, autotune_candidates_))
+               .get();
   }
   if (!plan->supported) return false;
   // The cached descriptor holds the bias pointer of the call that made it; this call's bias has
   // the same alignment (it is in the key) but may live elsewhere.
   if (op.bias != nullptr) set_bias_pointer(plan->desc.get(), op.bias);
+  if (op.epilogue != GemmOperands::Epilogue::kNone) set_aux_pointer(plan->desc.get(), op.aux);
   if (!plan->candidates.empty()) {
     ZERO_CHECK(tuning_scratch, "autotuning a product needs tuning scratch");
     const size_t c_element = op.c_f32 ? sizeof(float) : dtype_size(op.dtype);

@@ -75,10 +75,10 @@ class CublasLtMatmul {
  private:
   struct Plan;  // cuda_matmul.cpp: RAII descriptors and the chosen algorithm
 
-  // The plan for `key`, asking the heuristic for `candidates` algorithms; `bias` is the calling
-  // op's bias pointer.
+  // The plan for `key`, asking the heuristic for `candidates` algorithms; `bias` and `aux` are
+  // the calling op's bias and GELU-epilogue pointers.
   static std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const MatmulPlanKey& key,
-                                         const void* bias, int candidates);
+                                         const void* bias, void* aux, int candidates);
   // Times plan's candidates (see run) into scratch_c and keeps the fastest.
   void tune(Plan& plan, const GemmOperands& op, void* scratch_c, void* workspace,
             size_t workspace_bytes, cudaStream_t stream);

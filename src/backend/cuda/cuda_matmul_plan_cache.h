@@ -53,6 +53,9 @@ struct MatmulPlanKey {
   uint32_t bias_alignment = 0;         // bytes; 0 when !bias
   uint32_t a_alignment = 0, b_alignment = 0, c_alignment = 0;  // bytes (c is also d)
   uint64_t workspace_bytes = 0;
+  GemmOperands::Epilogue epilogue = GemmOperands::Epilogue::kNone;  // the GELU epilogues
+  int64_t ld_aux = 0;               // elements; 0 without a GELU epilogue
+  uint32_t aux_alignment = 0;       // bytes; 0 without a GELU epilogue
 
   bool operator==(const MatmulPlanKey&) const = default;
 };
@@ -81,6 +84,11 @@ inline MatmulPlanKey make_plan_key(const GemmOperands& op, size_t workspace_byte
   key.b_alignment = pointer_alignment(op.b);
   key.c_alignment = pointer_alignment(op.c);
   key.workspace_bytes = workspace_bytes;
+  key.epilogue = op.epilogue;
+  if (op.epilogue != GemmOperands::Epilogue::kNone) {
+    key.ld_aux = op.ld_aux;
+    key.aux_alignment = pointer_alignment(op.aux);
+  }
   return key;
 }
 
@@ -110,6 +118,8 @@ struct MatmulPlanKeyHash {
     mix(static_cast<uint64_t>(key.bias_alignment) << 32 | key.a_alignment);
     mix(static_cast<uint64_t>(key.b_alignment) << 32 | key.c_alignment);
     mix(key.workspace_bytes);
+    mix(static_cast<uint64_t>(key.epilogue) << 32 | key.aux_alignment);
+    mix(static_cast<uint64_t>(key.ld_aux));
     return static_cast<size_t>(h);
   }
 };

@@ -188,6 +188,30 @@ void ProfilingBackend::linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, co
         [&] { inner_->linear_backward(dx, dw, dbias, dy, x, w); });
 }
 
+// The fused ops are timed as one call each: on a device that fuses them there is one kernel.
+void ProfilingBackend::linear_gelu_forward(Tensor& act, Tensor& up, const Tensor& x,
+                                           const Tensor& w, const Tensor* bias) {
+  timed("linear_gelu_forward",
+        [&] {
+          return CallDescription{shapes({{"x", &x}, {"w", &w}, {"bias", bias}}), x.dtype(),
+                                 linear_flops(x, w)};
+        },
+        [&] { inner_->linear_gelu_forward(act, up, x, w, bias); });
+}
+
+Tensor ProfilingBackend::linear_backward_gelu(Tensor& dw, Tensor* dbias, const Tensor& dy,
+                                              Tensor act, const Tensor& w, const Tensor& up) {
+  Tensor d_up;
+  // Described through up (act's shape and dtype): act has moved on by the time describe runs.
+  timed("linear_backward_gelu",
+        [&] {
+          return CallDescription{shapes({{"up", &up}, {"w", &w}, {"dbias", dbias}}), up.dtype(),
+                                 2.0 * linear_flops(up, w)};
+        },
+        [&] { d_up = inner_->linear_backward_gelu(dw, dbias, dy, std::move(act), w, up); });
+  return d_up;
+}
+
 void ProfilingBackend::embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
                                          bool accumulate) {
   timed("embedding_forward",

@@ -74,6 +74,10 @@ class ProfilingBackend final : public Backend {
   void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) override;
   void linear_backward(Tensor* dx, Tensor& dw, Tensor* dbias, const Tensor& dy, const Tensor& x,
                        const Tensor& w) override;
+  void linear_gelu_forward(Tensor& act, Tensor& up, const Tensor& x, const Tensor& w,
+                           const Tensor* bias) override;
+  Tensor linear_backward_gelu(Tensor& dw, Tensor* dbias, const Tensor& dy, Tensor act,
+                              const Tensor& w, const Tensor& up) override;
   void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& table,
                          bool accumulate) override;
   void embedding_backward(Tensor& dtable, const Tensor& dout, const Tensor& ids) override;
