@@ -109,7 +109,7 @@ Tensor CudaBackend::linear_backward_gelu(Tensor& dw, Tensor* dbias, const Tensor
   op.aux = up.raw_data();  // read only here (the aux pointer serves both directions)
   op.ld_aux = op.n;
   if (!run_gelu_epilogue(op)) {
-    // No epilogue kernel: dx through the plain product into d_up, then gelu' in place of it.
+    // No epilogue kernel: dx through the plain product into d_act, then gelu_backward into d_up.
     Tensor d_act = empty(up.shape(), up.dtype(), MemoryCategory::kActivations);
     cuda::GemmOperands plain = op;
     plain.epilogue = cuda::GemmOperands::Epilogue::kNone;
