@@ -37,6 +37,7 @@
 #include "core/dtype.h"
 #include "core/memory_category.h"
 #include "core/tensor.h"
+#include "backend/onebit_layout.h"
 #include "backend/optimizer_kernels.h"
 #include "backend/stream.h"
 
@@ -348,7 +349,8 @@ class Backend {
   // then be theirs). segments cover the elements to update (each with its weight-decay flag).
   // State per kind:
   //   kAdam: {exp_avg, exp_avg_sq}; kLamb: {exp_avg, exp_avg_sq}; kLion: {exp_avg};
-  //   kAdagrad: {sum_sq}.
+  //   kAdagrad: {sum_sq}; kMomentum: {exp_avg}; kFrozenVarianceAdam: {exp_avg, exp_avg_sq}
+  //   (its grads are not read, but must still have params' shape).
   virtual void optimizer_update(OptimizerKind kind, Tensor& params, const Tensor& grads,
                                 std::span<Tensor> state, std::span<const ParamSegment> segments,
                                 const OptimizerHyper& hyper) = 0;
@@ -361,6 +363,31 @@ class Backend {
                                           std::span<Tensor> state,
                                           std::span<const ParamSegment> segments,
                                           const OptimizerHyper& hyper, Tensor& param_copy);
+
+  // ---- 1-bit compression with error feedback (1-bit Adam; comm/compressed_all_reduce.h) ------
+  // Layout and buffer shapes: backend/onebit_layout.h. A sign is bit (7 - i % 8) of byte i / 8 of
+  // its chunk: 1 for an element >= 0 (and for NaN, as DeepSpeed's sign().add(1).bool()), 0 for
+  // one < 0; it decodes to +1 / -1, so an exact zero is sent as +scale. Norms are summed in f64
+  // and each scale rounded to f32; the rest is f32 arithmetic. Deterministic.
+  //
+  // Worker side: per segment s, b = values[s] zero-padded to s.padded, plus worker_error[s];
+  // scales[s] = ||b|| / sqrt(s.padded); worker_error[s] = b - scales[s] * sign(b); the signs
+  // of chunk r of s go to block r of `bits` (u8 [world * block_bytes]).
+  virtual void onebit_worker_compress(Tensor& bits, Tensor& scales, Tensor& worker_error,
+                                      const Tensor& values, const OneBitLayout& layout) = 0;
+  // Server side, over the chunk this rank serves: block r of `bits_in` (u8 [world *
+  // block_bytes]) holds rank r's signs of that chunk of every segment and scales_in[r * S + s]
+  // (f32 [world * S]) its scale of segment s. Per segment, c = the sum over r in rank order of
+  // sign * float(scales_in[r * S + s] * (1 / world)), plus server_error[s]; scales_out[s] =
+  // ||c|| / sqrt(chunk); server_error[s] = c - scales_out[s] * sign(c); the signs into
+  // bits_out (u8 [block_bytes]).
+  virtual void onebit_server_compress(Tensor& bits_out, Tensor& scales_out,
+                                      Tensor& server_error, const Tensor& bits_in,
+                                      const Tensor& scales_in, const OneBitLayout& layout) = 0;
+  // The all-gathered result: element i of segment s, in chunk r = i / chunk, becomes
+  // sign * scales[r * S + s], for i < s.length (values outside the segments are untouched).
+  virtual void onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
+                                 const OneBitLayout& layout) = 0;
 
  protected:
   // The copies behind the counted wrappers (whole contiguous tensors).

@@ -14,7 +14,13 @@ struct ParamSegment {
   bool weight_decay = true;
 };
 
-enum class OptimizerKind { kAdam, kLamb, kLion, kAdagrad };
+// kMomentum and kFrozenVarianceAdam are 1-bit Adam's compressed stage, split around its
+// compressed all-reduce of the momentum (optim/optimizer.h): kMomentum only moves the momentum,
+// m = b1 m + (1 - b1) g, leaving params; kFrozenVarianceAdam moves params,
+// p -= lr m / (sqrt(v) + eps) with decoupled decay p -= lr wd p first, reading no gradient and
+// leaving the frozen v, after setting m to 0 wherever v is exactly 0 (the momentum mask: such an
+// element's gradient was 0 through the whole warm-up; see cpu_optimizers.cpp).
+enum class OptimizerKind { kAdam, kLamb, kLion, kAdagrad, kMomentum, kFrozenVarianceAdam };
 
 // Hyper-parameters of one update. `step` is the 1-based count of updates applied so far
 // including this one (bias correction uses it).

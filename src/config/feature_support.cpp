@@ -72,7 +72,8 @@ std::string lower(std::string text) {
   return text;
 }
 
-const std::vector<std::string> kBuiltOptimizers = {"Adam", "AdamW", "Lamb", "Lion", "Adagrad"};
+const std::vector<std::string> kBuiltOptimizers = {"Adam",    "AdamW",  "Lamb",
+                                                   "Lion",    "Adagrad", "OneBitAdam"};
 const std::vector<std::string> kBuiltSchedulers = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
                                                    "OneCycle", "LRRangeTest"};
 
@@ -92,7 +93,7 @@ std::optional<Use> check_optimizer(const Config& c) {
     if (name == lower(built)) return std::nullopt;
   }
   const std::string fix = "use one of " + list(kBuiltOptimizers);
-  if (name == "onebitadam" || name == "zerooneadam" || name == "onebitlamb") {
+  if (name == "zerooneadam" || name == "onebitlamb") {
     return Use{type, "the " + type + " optimizer", "the compressed-communication issue", fix};
   }
   if (name == "muadam" || name == "muadamw" || name == "musgd") {

@@ -98,6 +98,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
         " with the Lamb optimizer: Lamb's trust ratio needs whole-parameter norms, which a ZeRO "
         "partition does not hold; use Adam/AdamW, or stage 0");
   }
+  if (optimizer_->is_onebit()) configure_onebit();
   model_->zero_grad();
   // activation_checkpointing: how the model checkpoints (a warning when it does not).
   if (auto warning = configure_activation_checkpointing(*model_, settings_.activation_checkpointing);
@@ -141,6 +142,27 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
 }
 
 Engine::~Engine() = default;
+
+void Engine::configure_onebit() {
+  const std::string name = "optimizer.type = \"" + settings_.optimizer_type + "\"";
+  if (settings_.zero.stage != 0) {
+    throw ConfigError(name + " with zero_optimization.stage " +
+                      std::to_string(settings_.zero.stage) +
+                      ": 1-bit Adam averages whole momentum tensors across ranks, which ZeRO's "
+                      "partitions do not hold (DeepSpeed does not combine them either); set "
+                      "zero_optimization.stage to 0 or use Adam");
+  }
+  if (model_->tensor_group() != nullptr || sequence_group_ != nullptr) {
+    throw UnsupportedError(name + " with tensor or sequence parallelism is not supported yet; "
+                                  "use data parallelism only, or Adam");
+  }
+  optimizer_->set_compression_group(&comm_);
+  if (comm_.rank() == 0) {
+    for (const std::string& note : optimizer_->notes()) {
+      std::fprintf(stderr, "zero: warning: %s\n", note.c_str());
+    }
+  }
+}
 
 double Engine::forward(const model::Batch& batch) {
   return full_sequence_loss(model_->backend().read_scalar(forward_on_device(batch)));
@@ -237,8 +259,12 @@ void Engine::apply_update() {
   // The mean over every micro-batch of the global batch and the loss scale undone, applied
   // once (see backward()). Under sequence parallelism the ZeRO group's sum over a sequence
   // group's ranks adds the parts of one sequence's gradient: the mean is over dp replicas.
+  // 1-bit Adam's compressed stage averages the momentum instead: each rank keeps its own mean.
+  const bool local_gradients = optimizer_->next_step_compressed();
+  zero_->set_local_gradients(local_gradients);
+  const int averaged_ranks = local_gradients ? 1 : data_parallel_size();
   const double average = 1.0 / (static_cast<double>(settings_.gradient_accumulation_steps *
-                                                    data_parallel_size()) *
+                                                    averaged_ranks) *
                                 loss_scale());
   Tensor squared_norm = step_scalars_.view(1, {1});
   zero_->reduce_gradients(average, squared_norm);

@@ -163,6 +163,8 @@ class Engine {
   nlohmann::json load_checkpoint(const std::string& dir, const std::string& tag = "");
 
  private:
+  // OneBitAdam: checks the configuration it runs in and hands it the data-parallel group.
+  void configure_onebit();
   // forward() without reading the loss: it returns the device scalar and adds it to the step's
   // loss sum.
   Tensor forward_on_device(const model::Batch& batch);

@@ -6,6 +6,8 @@
 //     zero_shard_<r>_of_<N>.safetensors
 //                            "<parameter name>@<first element>" (fp32 master values) and
 //                            "<parameter name>@<first element>.<state>", 1-D pieces
+//   onebit_errors_<r>_of_<N>.safetensors
+//                            1-bit Adam's error feedback, each rank's own (onebit_checkpoint.h)
 //   engine_state.json        (rank 0) counters, optimizer and schedule state, the model's
 //                            config.json, the resolved DeepSpeed config, world size, ZeRO stage,
 //                            shard files, client state
@@ -33,6 +35,7 @@
 #include "engine/partial_offload.h"
 #include "engine/engine_state.h"
 #include "engine/nvme_optimizer_state.h"
+#include "engine/onebit_checkpoint.h"
 #include "engine/tensor_parallel_checkpoint.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_reader.h"
@@ -199,6 +202,7 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
     }
   }
   if (stage >= 1) save_partitioned(staging.string());
+  save_onebit_errors(*optimizer_, comm_, staging.string());
   barrier();  // every rank's files are in place
 
   if (leader) {
@@ -308,6 +312,9 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   }
   if (nvme_state_) nvme_state_->write_all(optimizer_state);
   if (partial_) partial_->upload_state(optimizer_state);
+  if (optimizer_->is_onebit()) {
+    load_onebit_errors(*optimizer_, comm_, folder.string(), zero_->update_segments());
+  }
   zero_->update_params_written();
   zero_->publish_parameters();
   zero_->zero_grad();

@@ -74,6 +74,12 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   const int64_t whole_model =
       r.builds_partitioned ? 0 : checked_product({shape.total_params, 2, r.param_bytes}, kWhat);
   need.model_state_bytes = std::max(partitioned, whole_model);
+  if (r.onebit_compression && r.world_size > 1) {
+    const int64_t worker = checked_product({shape.total_params, 4}, kWhat);
+    need.model_state_bytes =
+        checked_sum(need.model_state_bytes, checked_sum(worker, worker / r.world_size, kWhat),
+                    kWhat);
+  }
   need.rank_params = shape.total_params;
 
   // The same activation model `zero estimate` uses, at this run's element width (the logits

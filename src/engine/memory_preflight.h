@@ -41,6 +41,9 @@ struct MemoryPreflightRequest {
   int64_t pipeline_stages = 1;
   int64_t tensor_parallel = 1;
   int64_t gradient_accumulation = 1;  // gradient_accumulation_steps (the pipeline's micro-batches)
+  // OneBitAdam on more than one rank: its error-feedback buffers, f32 worker errors for every
+  // parameter and server errors for 1/world of them (comm/compressed_all_reduce.h).
+  bool onebit_compression = false;
 };
 
 // A device with memory of its own (a GPU) that the run's tensors live on. Without one (the CPU

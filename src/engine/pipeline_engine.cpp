@@ -1,6 +1,7 @@
 #include "engine/pipeline_engine.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <string>
 
@@ -52,6 +53,14 @@ void check_supported(const EngineSettings& settings, const comm::MeshShape& shap
                            " with pipeline parallelism (" + std::to_string(shape.pp) +
                            " stages) is not built yet; use sequence_parallel_size 1 with a "
                            "pipeline, or pipeline.stages 1");
+  }
+  std::string optimizer = settings.optimizer_type;
+  std::transform(optimizer.begin(), optimizer.end(), optimizer.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (optimizer == "onebitadam") {
+    throw UnsupportedError("optimizer.type = \"" + settings.optimizer_type + "\" with pipeline "
+                           "parallelism (" + std::to_string(shape.pp) + " stages) is not built "
+                           "yet; use Adam with a pipeline, or pipeline.stages 1");
   }
 }
 }  // namespace

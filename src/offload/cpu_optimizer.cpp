@@ -27,6 +27,8 @@ const char* kind_name(OptimizerKind kind) {
     case OptimizerKind::kLamb: return "Lamb";
     case OptimizerKind::kLion: return "Lion";
     case OptimizerKind::kAdagrad: return "Adagrad";
+    case OptimizerKind::kMomentum: return "1-bit Adam's momentum";
+    case OptimizerKind::kFrozenVarianceAdam: return "1-bit Adam's frozen-variance update";
   }
   return "?";
 }
@@ -132,7 +134,9 @@ size_t state_buffer_count(OptimizerKind kind) {
     case OptimizerKind::kAdam:
     case OptimizerKind::kLamb: return 2;
     case OptimizerKind::kLion:
-    case OptimizerKind::kAdagrad: return 1;
+    case OptimizerKind::kAdagrad:
+    case OptimizerKind::kMomentum: return 1;
+    case OptimizerKind::kFrozenVarianceAdam: return 2;
   }
   return 0;
 }
@@ -150,6 +154,11 @@ int64_t step_traffic_bytes(OptimizerKind kind, const CpuStepBuffers& buffers) {
 
 CpuOptimizerStep::CpuOptimizerStep(OptimizerKind kind, int threads) : kind_(kind), threads_(threads) {
   ZERO_CHECK(threads >= 0, "thread count " << threads << " must be >= 0 (0: OpenMP's default)");
+  if (kind == OptimizerKind::kMomentum || kind == OptimizerKind::kFrozenVarianceAdam) {
+    // 1-bit Adam runs at ZeRO stage 0, where nothing is offloaded (the config check says so).
+    throw UnsupportedError(std::string(kind_name(kind)) + " has no offloaded CPU step; 1-bit "
+                           "Adam runs at ZeRO stage 0 without offload_optimizer");
+  }
 }
 
 void CpuOptimizerStep::step(const CpuStepBuffers& buffers, std::span<const ParamSegment> segments,
@@ -268,6 +277,10 @@ void CpuOptimizerStep::step(const CpuStepBuffers& buffers, std::span<const Param
       }
       break;
     }
+    case OptimizerKind::kMomentum:
+    case OptimizerKind::kFrozenVarianceAdam:
+      ZERO_CHECK(false, << kind_name(kind_) << " reached the offloaded step (refused at "
+                               "construction)");
   }
 }
 

@@ -18,6 +18,52 @@ std::string lower(std::string s) {
 
 }  // namespace
 
+// DeepSpeed's OnebitAdam (deepspeed/runtime/fp16/onebit/adam.py): Adam without bias correction
+// and with decoupled decay for freeze_step steps, then the compressed stage (step()).
+void Optimizer::read_onebit_adam(Optimizer& opt, JsonParams& p, const std::string& source) {
+  backend::OptimizerHyper& h = opt.hyper_;
+  opt.kind_ = backend::OptimizerKind::kAdam;
+  opt.onebit_ = true;
+  h.lr = p.number("lr", 1e-3, true);
+  std::tie(h.beta1, h.beta2) = p.betas(0.9, 0.999);
+  h.eps = p.number("eps", 1e-8, true);
+  h.weight_decay = p.number("weight_decay", 0.0);
+  h.bias_correction = false;
+  h.adam_w_mode = true;
+  opt.freeze_step_ = p.integer("freeze_step", 100000);
+  if (opt.freeze_step_ < 1) {
+    throw ConfigError(source + ".params.freeze_step = " + std::to_string(opt.freeze_step_) +
+                      " must be >= 1: the compressed stage divides by the variance the warm-up "
+                      "steps estimate, which is still zero before the first");
+  }
+  if (p.boolean("amsgrad", false)) {
+    throw ConfigError(source + ".params.amsgrad = true: 1-bit Adam has no AMSGrad variant (nor "
+                      "has DeepSpeed's); remove it");
+  }
+  if (p.number("max_grad_norm", 0.0) > 0.0) {
+    throw UnsupportedError(source + ".params.max_grad_norm > 0 is not supported; use the "
+                                    "top-level gradient_clipping instead");
+  }
+  // Keys DeepSpeed's OnebitAdam accepts but whose value changes nothing in its update.
+  const bool bias_correction = p.boolean("bias_correction", true);
+  const bool eps_inside_sqrt = p.boolean("eps_inside_sqrt", false);
+  if (!bias_correction || eps_inside_sqrt) {
+    opt.notes_.push_back(source + ".params: bias_correction and eps_inside_sqrt have no effect on "
+                         "OneBitAdam (its update is m / (sqrt(v) + eps) without bias correction, "
+                         "as in DeepSpeed)");
+  }
+  // The transport: zero.cpp sends the compressed momentum through the job's own Comm.
+  p.boolean("cuda_aware", false);
+  const std::string backend_name =
+      p.choice("comm_backend_name", {"nccl", "mpi", "compressed", "hccl"});
+  if (backend_name != "nccl") {
+    opt.notes_.push_back(source + ".params.comm_backend_name = \"" + backend_name +
+                         "\" does not choose the transport here: the compressed momentum goes "
+                         "through the job's communicator (NCCL between GPUs, MPI otherwise)");
+  }
+  opt.state_names_ = {"exp_avg", "exp_avg_sq"};
+}
+
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const std::string& source) {
   auto opt = std::make_unique<Optimizer>();
   const std::string type = lower(spec.type);
@@ -64,13 +110,15 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const st
     h.eps = p.number("eps", 1e-10, true);
     h.weight_decay = p.number("weight_decay", 0.0);
     opt->state_names_ = {"sum_sq"};
-  } else if (type == "onebitadam" || type == "zerooneadam" || type == "onebitlamb" ||
-             type == "muadam" || type == "muadamw" || type == "musgd" || type == "muon") {
+  } else if (type == "onebitadam") {
+    read_onebit_adam(*opt, p, source);
+  } else if (type == "zerooneadam" || type == "onebitlamb" || type == "muadam" ||
+             type == "muadamw" || type == "musgd" || type == "muon") {
     throw UnsupportedError(source + ".type = \"" + spec.type + "\" is not supported yet by zero.cpp "
-                                    "(supported: Adam, AdamW, Lamb, Lion, Adagrad)");
+                                    "(supported: Adam, AdamW, Lamb, Lion, Adagrad, OneBitAdam)");
   } else {
-    throw ConfigError(source + ".type = \"" + spec.type +
-                      "\" is not a DeepSpeed optimizer; use Adam, AdamW, Lamb, Lion or Adagrad");
+    throw ConfigError(source + ".type = \"" + spec.type + "\" is not a DeepSpeed optimizer; use "
+                      "Adam, AdamW, Lamb, Lion, Adagrad or OneBitAdam");
   }
   p.reject_unknown();
   opt->type_ = spec.type;
@@ -83,6 +131,7 @@ void Optimizer::init_state(backend::Backend& backend, int64_t numel, DType dtype
                            " are not supported; use f32 or bf16");
   }
   state_.clear();
+  compression_.reset();
   for (size_t i = 0; i < state_names_.size(); ++i) {
     state_.push_back(backend.zeros({numel}, dtype, MemoryCategory::kOptimizer));
   }
@@ -102,36 +151,103 @@ void Optimizer::step(backend::Backend& backend, Tensor& params,
   hyper_.lr = lr;
   backend::OptimizerHyper hyper = hyper_;
   hyper.grad_scale = grad_scale;
-  const auto update = [&](std::span<Tensor> state) {
-    for (const backend::UpdatePiece& piece : pieces) {
-      const int64_t n = piece.grads.numel();
-      // The whole buffer needs no views (and keeps one launch for the one-piece case).
-      const bool whole = piece.offset == 0 && n == params.numel();
-      Tensor piece_params = whole ? params : params.view(piece.offset, {n});
-      std::vector<Tensor> piece_state;
-      for (Tensor& s : state) piece_state.push_back(whole ? s : s.view(piece.offset, {n}));
-      if (param_copy != nullptr) {
-        Tensor copy = whole ? *param_copy : param_copy->view(piece.offset, {n});
-        backend.optimizer_update_with_copy(kind_, piece_params, piece.grads, piece_state,
-                                           piece.segments, hyper, copy);
-      } else {
-        backend.optimizer_update(kind_, piece_params, piece.grads, piece_state, piece.segments,
-                                 hyper);
-      }
-    }
-  };
-  if (!state_.empty() && state_.front().dtype() != DType::kF32) {
-    std::vector<Tensor> wide;
+  // bf16 states update through f32 copies, rounded back afterwards.
+  std::vector<Tensor> wide;
+  const bool narrow = !state_.empty() && state_.front().dtype() != DType::kF32;
+  if (narrow) {
     for (const Tensor& s : state_) {
       wide.push_back(backend.empty({s.numel()}, DType::kF32, MemoryCategory::kWorkspace));
       backend.copy(wide.back(), s);
     }
-    update(wide);
-    for (size_t i = 0; i < state_.size(); ++i) backend.copy(state_[i], wide[i]);
+  }
+  std::span<Tensor> state = narrow ? std::span<Tensor>(wide) : std::span<Tensor>(state_);
+  if (next_step_compressed()) {
+    // 1-bit Adam's compressed stage: each rank's momentum from its own gradients, their
+    // compressed average, then the update against the variance frozen at freeze_step.
+    update_pieces(backend, backend::OptimizerKind::kMomentum, params, pieces, state.first(1),
+                  hyper, nullptr);
+    if (compression_group_ != nullptr && compression_group_->world_size() > 1) {
+      if (!compression_) {
+        std::vector<backend::ParamSegment> segments;
+        for (const backend::UpdatePiece& piece : pieces) {
+          for (backend::ParamSegment s : piece.segments) {
+            s.offset += piece.offset;
+            segments.push_back(s);
+          }
+        }
+        compression_ =
+            std::make_unique<comm::CompressedAllReduce>(backend, *compression_group_, segments);
+        apply_pending_errors(backend);
+      }
+      compression_->run(state[0]);
+    }
+    update_pieces(backend, backend::OptimizerKind::kFrozenVarianceAdam, params, pieces, state,
+                  hyper, param_copy);
   } else {
-    update(state_);
+    update_pieces(backend, kind_, params, pieces, state, hyper, param_copy);
+  }
+  if (narrow) {
+    for (size_t i = 0; i < state_.size(); ++i) backend.copy(state_[i], wide[i]);
   }
   ++hyper_.step;
+}
+
+void Optimizer::update_pieces(backend::Backend& backend, backend::OptimizerKind kind,
+                              Tensor& params, std::span<const backend::UpdatePiece> pieces,
+                              std::span<Tensor> state, const backend::OptimizerHyper& hyper,
+                              Tensor* param_copy) {
+  for (const backend::UpdatePiece& piece : pieces) {
+    const int64_t n = piece.grads.numel();
+    // The whole buffer needs no views (and keeps one launch for the one-piece case).
+    const bool whole = piece.offset == 0 && n == params.numel();
+    Tensor piece_params = whole ? params : params.view(piece.offset, {n});
+    std::vector<Tensor> piece_state;
+    for (Tensor& s : state) piece_state.push_back(whole ? s : s.view(piece.offset, {n}));
+    if (param_copy != nullptr) {
+      Tensor copy = whole ? *param_copy : param_copy->view(piece.offset, {n});
+      backend.optimizer_update_with_copy(kind, piece_params, piece.grads, piece_state,
+                                         piece.segments, hyper, copy);
+    } else {
+      backend.optimizer_update(kind, piece_params, piece.grads, piece_state, piece.segments,
+                               hyper);
+    }
+  }
+}
+
+void Optimizer::restore_compression_errors(std::optional<std::pair<Tensor, Tensor>> errors,
+                                           const std::string& source) {
+  pending_errors_ = std::move(errors);
+  pending_errors_source_ = source;
+  if (!compression_) return;
+  if (pending_errors_) {
+    apply_pending_errors(compression_->backend());
+  } else {
+    compression_->reset_errors();
+  }
+}
+
+void Optimizer::apply_pending_errors(backend::Backend& backend) {
+  if (!pending_errors_) return;
+  auto [worker, server] = std::move(*pending_errors_);
+  pending_errors_.reset();
+  Tensor& worker_error = compression_->worker_error();
+  Tensor& server_error = compression_->server_error();
+  if (worker.numel() != worker_error.numel() || server.numel() != server_error.numel() ||
+      worker.dtype() != DType::kF32 || server.dtype() != DType::kF32) {
+    throw FileError(pending_errors_source_ + ": 1-bit Adam's error buffers hold " +
+                    std::to_string(worker.numel()) + " and " + std::to_string(server.numel()) +
+                    " elements, this model and world size need f32 " +
+                    std::to_string(worker_error.numel()) + " and " +
+                    std::to_string(server_error.numel()) +
+                    "; resume with the model and world size the checkpoint was saved with");
+  }
+  backend.copy_from_host(worker_error, worker.raw_data());
+  backend.copy_from_host(server_error, server.raw_data());
+}
+
+void Optimizer::set_compression_group(comm::Comm* group) {
+  compression_group_ = group;
+  compression_.reset();
 }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {

@@ -1,5 +1,5 @@
-// Optimizer: DeepSpeed's basic optimizers (Adam, AdamW, Lamb, Lion, Adagrad) over one flat f32
-// parameter buffer, with their state in accounted buffers (MemoryCategory::kOptimizer) of f32, or
+// Optimizer: DeepSpeed's basic optimizers (Adam, AdamW, Lamb, Lion, Adagrad) and 1-bit Adam
+// (OneBitAdam) over one flat f32 parameter buffer, with their state in accounted buffers (MemoryCategory::kOptimizer) of f32, or
 // of bf16 with bf16.bf16_optimizer_states. The elementwise math runs through
 // Backend::optimizer_update in f32 (bf16 states are widened for the update and rounded back to
 // nearest-even, as a GPU kernel reading and writing bf16 does); this class owns the
@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -15,8 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "comm/compressed_all_reduce.h"
 
 namespace zero::optim {
+
+class JsonParams;
 
 // The config's optimizer block: {"type": ..., "params": {...}}.
 struct OptimizerSpec {
@@ -62,6 +66,31 @@ class Optimizer {
   // The names of the state buffers ("exp_avg", "exp_avg_sq", "sum_sq"), allocated or not.
   const std::vector<std::string>& state_names() const { return state_names_; }
 
+  // ---- 1-bit Adam (OneBitAdam) ---------------------------------------------------------
+  // Steps 1..freeze_step are Adam without bias correction over all-reduced gradients (the
+  // warm-up that estimates the variance); every later step is the compressed stage: the
+  // engine leaves each rank's gradients unreduced, step() moves this rank's momentum with them,
+  // replaces it by the ranks' average through a 1-bit CompressedAllReduce over the group set by
+  // set_compression_group (none, or a group of one: no communication), and updates the
+  // parameters against the variance frozen at freeze_step.
+  bool is_onebit() const { return onebit_; }
+  int64_t freeze_step() const { return freeze_step_; }
+  // Whether the next step() is a compressed one (its gradients must be this rank's own).
+  bool next_step_compressed() const { return onebit_ && hyper_.step > freeze_step_; }
+  // The data-parallel group the momentum is averaged over (must outlive this; resets errors).
+  void set_compression_group(comm::Comm* group);
+  // The compressed all-reduce with this rank's error-feedback buffers; null until the first
+  // compressed step on more than one rank.
+  comm::CompressedAllReduce* compression() { return compression_.get(); }
+  // A checkpoint's error-feedback buffers for this rank (host f32 of the layout's worker and
+  // server sizes), applied now or when the compressed all-reduce is first built; with none
+  // (a checkpoint from another world size), the errors restart at zero as DeepSpeed's always do.
+  // A size that does not fit the layout is a FileError naming `source`.
+  void restore_compression_errors(std::optional<std::pair<Tensor, Tensor>> errors,
+                                  const std::string& source);
+  // Settings that were read but change nothing here, one line each, for the caller to print.
+  const std::vector<std::string>& notes() const { return notes_; }
+
   int64_t step_count() const { return hyper_.step - 1; }
   void set_step_count(int64_t steps) { hyper_.step = steps + 1; }
   double base_lr() const { return hyper_.lr; }
@@ -76,11 +105,27 @@ class Optimizer {
   nlohmann::json hyper_json() const;
 
  private:
+  static void read_onebit_adam(Optimizer& opt, JsonParams& p, const std::string& source);
+  // One backend update of `kind` over every piece (views of params, state and param_copy).
+  static void update_pieces(backend::Backend& backend, backend::OptimizerKind kind,
+                            Tensor& params, std::span<const backend::UpdatePiece> pieces,
+                            std::span<Tensor> state, const backend::OptimizerHyper& hyper,
+                            Tensor* param_copy);
+
   std::string type_;
   backend::OptimizerKind kind_ = backend::OptimizerKind::kAdam;
   backend::OptimizerHyper hyper_;
   std::vector<std::string> state_names_;
   std::vector<Tensor> state_;
+  bool onebit_ = false;
+  int64_t freeze_step_ = 0;
+  comm::Comm* compression_group_ = nullptr;
+  std::unique_ptr<comm::CompressedAllReduce> compression_;
+  // Loaded errors waiting for compression_ (restore_compression_errors), and their file.
+  std::optional<std::pair<Tensor, Tensor>> pending_errors_;
+  std::string pending_errors_source_;
+  void apply_pending_errors(backend::Backend& backend);
+  std::vector<std::string> notes_;
 };
 
 }  // namespace zero::optim

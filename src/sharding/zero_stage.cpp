@@ -408,8 +408,9 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
     update_grads_f32_ = backend_.empty({reduced.numel()}, DType::kF32, MemoryCategory::kWorkspace);
     backend_.copy(update_grads_f32_, reduced);
   }
-  // What the prescale before communication left of the averaging.
-  const double post_scale = scale / reduction_.prescale;
+  // What the prescale before communication left of the averaging (nothing was prescaled when
+  // the gradients stay local).
+  const double post_scale = local_gradients_ ? scale : scale / reduction_.prescale;
   if (post_scale != 1.0) backend_.scale(update_grads_f32_, post_scale);
   // bf16_master_weights_and_grads: the optimizer's gradient partition is stored in bf16.
   if (precision_.master != DType::kF32) round_through(backend_, update_grads_f32_, precision_.master);
@@ -418,13 +419,31 @@ void ZeroStage::reduce_gradients(double scale, Tensor& squared_norm) {
   // device for the step's one scalar read.
   if (host_backend_) backend_.copy_to_host(host_grads_.raw_data(), update_grads_f32_);
   // Stage 0: every rank holds the same reduced gradients, so its norm is already global.
-  if (stage_ == 0) return;
+  if (stage_ == 0) {
+    if (local_gradients_) mean_of_local_norms(squared_norm);
+    return;
+  }
   ExposedScope blocked(exposed_);
   comm_.all_reduce(squared_norm, comm::ReduceOp::kSum);
 }
 
-void ZeroStage::all_reduce_in_buckets(Tensor& grads) {
+void ZeroStage::set_local_gradients(bool local) {
+  if (local && stage_ != 0) {
+    throw ConfigError("1-bit Adam's local gradients need ZeRO stage 0 (zero_optimization.stage is " +
+                      std::to_string(stage_) + ")");
+  }
+  local_gradients_ = local;
+}
+
+void ZeroStage::mean_of_local_norms(Tensor& squared_norm) {
   if (comm_.world_size() == 1) return;
+  ExposedScope blocked(exposed_);
+  comm_.all_reduce(squared_norm, comm::ReduceOp::kSum);
+  backend_.scale(squared_norm, 1.0 / comm_.world_size());
+}
+
+void ZeroStage::all_reduce_in_buckets(Tensor& grads) {
+  if (comm_.world_size() == 1 || local_gradients_) return;
   const int64_t bucket = std::max<int64_t>(zero_.reduce_bucket_size, 1);
   for (int64_t at = 0; at < grads.numel(); at += bucket) {
     Tensor piece = grads.view(at, {std::min(bucket, grads.numel() - at)});
@@ -445,10 +464,11 @@ void ZeroStage::all_reduce_in_buckets(Tensor& grads) {
 void ZeroStage::reduce_held_gradients(double scale, Tensor& squared_norm) {
   // The flat path's operations per element (sum over ranks in rank order, the remaining scale),
   // unit by unit; the norm adds the units' squared sums in unit order.
-  const double post_scale = scale / reduction_.prescale;
+  const double post_scale = local_gradients_ ? scale : scale / reduction_.prescale;
   // Nothing to reduce or scale: a unit's sum of squares taken when its gradient was stored is
   // the one sum_squares would give now (the same bits), and is added in the same order.
-  const bool stored_sums_hold = comm_.world_size() == 1 && post_scale == 1.0;
+  const bool communicated = comm_.world_size() > 1 && !local_gradients_;
+  const bool stored_sums_hold = !communicated && post_scale == 1.0;
   for (size_t u = 0; u < layout_.units().size(); ++u) {
     if (stored_sums_hold && held_->has_squared_norm(u)) {
       const Tensor unit_sum = held_->squared_norm(u);
@@ -465,6 +485,7 @@ void ZeroStage::reduce_held_gradients(double scale, Tensor& squared_norm) {
     backend_.sum_squares(squared_norm, grads, u > 0);
   }
   // Stage 0: every rank holds the same reduced gradients, so the norm is already global.
+  if (local_gradients_) mean_of_local_norms(squared_norm);
   held_reduced_ = true;
 }
 

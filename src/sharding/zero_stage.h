@@ -100,6 +100,11 @@ class ZeroStage final : public model::UnitObserver {
   // non-finite when any rank's gradients overflowed). Nothing is read on the host: the engine
   // reads the norm with the loss in its one read per step.
   void reduce_gradients(double scale, Tensor& squared_norm);
+  // Stage 0, 1-bit Adam's compressed stage (optim/optimizer.h): while set, reduce_gradients()
+  // leaves each rank's gradients its own - no all-reduce, and `scale` then carries no 1/world -
+  // and writes as the squared norm the mean over ranks of each rank's own squared norm, so every
+  // rank takes the same overflow and clipping decisions. ConfigError at stages 1-3.
+  void set_local_gradients(bool local);
   // Test hook: the next reduce_gradients() writes NaN into this rank's first gradient element:
   // before the reduction at stages 0-1, into its reduced partition at stages 2-3 (an overflow
   // only this rank sees before the norm's all-reduce).
@@ -213,6 +218,8 @@ class ZeroStage final : public model::UnitObserver {
   // Stage 0 with more than one rank: all-reduces `grads` (any floating dtype) in pieces of
   // reduce_bucket_size elements travelling in the communication dtype.
   void all_reduce_in_buckets(Tensor& grads);
+  // Local gradients: the group's mean of each rank's squared norm, in place.
+  void mean_of_local_norms(Tensor& squared_norm);
   // reduce_gradients() at stage 0 with held unit gradients: unit by unit.
   void reduce_held_gradients(double scale, Tensor& squared_norm);
   // Sets up optimizer offload (constructor): checks the settings and creates the host backend
@@ -277,6 +284,7 @@ class ZeroStage final : public model::UnitObserver {
   bool master_device_stale_ = false;  // master_device_ older than master_[0, split_)
   std::unique_ptr<ParameterFetcher> fetcher_;
   bool in_training_pass_ = false;
+  bool local_gradients_ = false;
   bool poison_next_reduction_ = false;
   ExposedCommTime exposed_;
 };

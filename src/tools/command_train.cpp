@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -333,6 +334,10 @@ int run_train(const Args& args) {
   need.pipeline_stages = mesh_shape.pp;
   need.tensor_parallel = mesh_shape.tp;
   need.gradient_accumulation = settings.gradient_accumulation_steps;
+  std::string optimizer = settings.optimizer_type;
+  std::transform(optimizer.begin(), optimizer.end(), optimizer.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  need.onebit_compression = optimizer == "onebitadam";
 
   const int64_t profile_kernels_step = parser.get_int("profile-kernels");
   TrainDevice train_device =

@@ -172,8 +172,8 @@ TEST_F(NcclCommTest, BadCallsAreClearErrors) {
   Tensor device = gpu().zeros({8}, DType::kF32, MemoryCategory::kOther);
   Tensor host = Tensor::zeros_host({8}, DType::kF32);
   EXPECT_THROW(nccl().all_gather(host, device), Error);  // host and device mixed
-  Tensor bytes = gpu().zeros({8}, DType::kU8, MemoryCategory::kOther);
-  EXPECT_THROW(nccl().all_reduce(bytes, comm::ReduceOp::kSum), UnsupportedError);
+  Tensor halves = gpu().zeros({8}, DType::kU16, MemoryCategory::kOther);  // no NCCL type
+  EXPECT_THROW(nccl().all_reduce(halves, comm::ReduceOp::kSum), UnsupportedError);
   EXPECT_THROW(nccl().broadcast(device, 1), Error);
   EXPECT_THROW(nccl().send(device, 0, 0), Error);  // to itself
   Tensor small = gpu().zeros({3}, DType::kF32, MemoryCategory::kOther);

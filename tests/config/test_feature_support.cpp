@@ -101,7 +101,7 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
     const char* also = nullptr;  // a second finding the same setting implies
   };
   const Case cases[] = {
-      {R"("optimizer": {"type": "OneBitAdam"})", "optimizer.type"},
+      {R"("optimizer": {"type": "ZeroOneAdam"})", "optimizer.type"},
       {R"("optimizer": {"type": "SGD"})", "optimizer.type"},
       {R"("scheduler": {"type": "CosineAnnealingLR"})", "scheduler.type"},
       {R"("bf16": {"enabled": true, "immediate_grad_update": true}, "zero_optimization": {"stage": 2})",

@@ -88,6 +88,23 @@ TEST(MemoryPreflight, WiderParametersNeedMore) {
             estimate_training_memory(config, f32).total_bytes);
 }
 
+// 1-bit Adam's error feedback on N > 1 ranks: f32 worker errors for every parameter and server
+// errors for 1/N of them, on top of stage 0's states; one rank compresses nothing.
+TEST(MemoryPreflight, OneBitAdamAddsItsErrorBuffers) {
+  const model::TransformerConfig config = model::preset_config("gpt2-124m");
+  MemoryPreflightRequest adam;
+  adam.seq_len = 128;
+  adam.world_size = 4;
+  MemoryPreflightRequest onebit = adam;
+  onebit.onebit_compression = true;
+  const MemoryNeed a = estimate_training_memory(config, adam);
+  const MemoryNeed b = estimate_training_memory(config, onebit);
+  EXPECT_EQ(b.model_state_bytes - a.model_state_bytes, a.rank_params * 4 + a.rank_params * 4 / 4);
+  adam.world_size = onebit.world_size = 1;
+  EXPECT_EQ(estimate_training_memory(config, onebit).model_state_bytes,
+            estimate_training_memory(config, adam).model_state_bytes);
+}
+
 TEST(MemoryPreflight, OverflowingSizesAreRefusedFastWithTheFlags) {
   const model::TransformerConfig config = model::preset_config("gpt2-124m");
   MemoryPreflightRequest r;

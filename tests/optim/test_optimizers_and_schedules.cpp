@@ -148,7 +148,7 @@ TEST(Optimizers, BadParamsAreConfigErrors) {
   EXPECT_THROW(Optimizer::create({"AdamW", {{"betas", {0.9}}}}, "optimizer"), ConfigError);
   EXPECT_THROW(Optimizer::create({"AdamW", {{"lrr", 0.1}}}, "optimizer"), ConfigError);
   EXPECT_THROW(Optimizer::create({"Sgdx", {}}, "optimizer"), ConfigError);
-  EXPECT_THROW(Optimizer::create({"OneBitAdam", {}}, "optimizer"), UnsupportedError);
+  EXPECT_THROW(Optimizer::create({"ZeroOneAdam", {}}, "optimizer"), UnsupportedError);
 }
 
 TEST(Schedules, WarmupLrLogAndLinear) {

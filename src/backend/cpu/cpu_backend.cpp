@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_f32_twins.h"
 #include "backend/cpu/cpu_layernorm.h"
 #include "backend/cpu/cpu_matmul.h"
+#include "backend/cpu/cpu_onebit.h"
 #include "backend/cpu/cpu_optimizers.h"
 #include "backend/cpu/cpu_reductions.h"
 #include "backend/cpu/cpu_rmsnorm.h"
@@ -272,6 +273,22 @@ void CpuBackend::optimizer_update(OptimizerKind kind, Tensor& params, const Tens
                                   std::span<Tensor> state, std::span<const ParamSegment> segments,
                                   const OptimizerHyper& hyper) {
   cpu::optimizer_update(kind, params, grads, state, segments, hyper);
+}
+
+void CpuBackend::onebit_worker_compress(Tensor& bits, Tensor& scales, Tensor& worker_error,
+                                        const Tensor& values, const OneBitLayout& layout) {
+  cpu::onebit_worker_compress(bits, scales, worker_error, values, layout);
+}
+
+void CpuBackend::onebit_server_compress(Tensor& bits_out, Tensor& scales_out,
+                                        Tensor& server_error, const Tensor& bits_in,
+                                        const Tensor& scales_in, const OneBitLayout& layout) {
+  cpu::onebit_server_compress(bits_out, scales_out, server_error, bits_in, scales_in, layout);
+}
+
+void CpuBackend::onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
+                                   const OneBitLayout& layout) {
+  cpu::onebit_decompress(values, bits, scales, layout);
 }
 
 }  // namespace zero::backend

@@ -15,7 +15,9 @@ size_t state_count(OptimizerKind kind) {
     case OptimizerKind::kAdam:
     case OptimizerKind::kLamb: return 2;
     case OptimizerKind::kLion:
-    case OptimizerKind::kAdagrad: return 1;
+    case OptimizerKind::kAdagrad:
+    case OptimizerKind::kMomentum: return 1;
+    case OptimizerKind::kFrozenVarianceAdam: return 2;
   }
   return 0;
 }
@@ -119,6 +121,35 @@ void adagrad_segment(float* p, const G* g, float* s, int64_t n, const OptimizerH
   }
 }
 
+// 1-bit Adam's compressed stage, before its all-reduce: m = b1 m + (1-b1) g (DeepSpeed's
+// exp_avg.mul_(beta1).add_(1 - beta1, grad)).
+template <typename G>
+void momentum_segment(const G* g, float* m, int64_t n, const OptimizerHyper& h) {
+  const auto b1 = static_cast<float>(h.beta1);
+  const auto gs = static_cast<float>(h.grad_scale);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) m[i] = b1 * m[i] + (1.0f - b1) * (gradient_value(g[i]) * gs);
+}
+
+// ... and after it: DeepSpeed's update = m / (sqrt(v) + eps) + wd p; p -= lr update, with v frozen
+// and no bias correction (1-bit Adam has none), decay decoupled as in adam_segment. The momentum
+// mask: where v is exactly 0 the gradient was exactly 0 through the whole warm-up (an embedding
+// row no batch used), and m is set to 0 - the compressed momentum cannot be 0, and sign * scale
+// over eps would throw such a parameter far away. DeepSpeed asks the training script for this
+// mask (exp_avg_mask); here the variance gives it.
+void frozen_variance_adam_segment(float* p, float* m, const float* v, int64_t n,
+                                  const OptimizerHyper& h, double wd) {
+  const auto lr = static_cast<float>(h.lr), eps = static_cast<float>(h.eps);
+  const auto decay = static_cast<float>(h.lr * wd);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    if (v[i] == 0.0f) m[i] = 0.0f;
+    const float denom = std::sqrt(v[i]) + eps;
+    p[i] -= decay * p[i];
+    p[i] -= lr * m[i] / denom;
+  }
+}
+
 template <typename G>
 void update_segments(OptimizerKind kind, float* p, const G* g, std::span<Tensor> state,
                      std::span<const ParamSegment> segments, const OptimizerHyper& hyper) {
@@ -137,6 +168,13 @@ void update_segments(OptimizerKind kind, float* p, const G* g, std::span<Tensor>
         break;
       case OptimizerKind::kAdagrad:
         adagrad_segment(p + o, g + o, state[0].data<float>() + o, len, hyper, wd);
+        break;
+      case OptimizerKind::kMomentum:
+        momentum_segment(g + o, state[0].data<float>() + o, len, hyper);
+        break;
+      case OptimizerKind::kFrozenVarianceAdam:
+        frozen_variance_adam_segment(p + o, state[0].data<float>() + o, state[1].data<float>() + o,
+                                     len, hyper, wd);
         break;
     }
   }

@@ -51,6 +51,19 @@ uint64_t integer_pattern(const Tensor& dst, double value) {
   return pattern;
 }
 
+// The state buffers optimizer_update takes for `kind` (backend.h lists them).
+size_t optimizer_state_count(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kLamb:
+    case OptimizerKind::kFrozenVarianceAdam: return 2;
+    case OptimizerKind::kLion:
+    case OptimizerKind::kAdagrad:
+    case OptimizerKind::kMomentum: return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -1065,7 +1078,7 @@ void CudaBackend::update_optimizer(OptimizerKind kind, Tensor& params, const Ten
                  std::to_string(params.numel()) + " elements in f32, bf16 or f16");
     }
   }
-  const size_t wanted = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb) ? 2 : 1;
+  const size_t wanted = optimizer_state_count(kind);
   if (state.size() != wanted) {
     check.fail("expected " + std::to_string(wanted) + " state buffers, got " +
                std::to_string(state.size()));
@@ -1090,6 +1103,55 @@ void CudaBackend::update_optimizer(OptimizerKind kind, Tensor& params, const Ten
                                 param_copy != nullptr ? param_copy->raw_data() : nullptr,
                                 param_copy != nullptr ? param_copy->dtype() : DType::kF32,
                                 current());
+}
+
+// ---- 1-bit compression -----------------------------------------------------------------------
+
+void CudaBackend::onebit_worker_compress(Tensor& bits, Tensor& scales, Tensor& worker_error,
+                                         const Tensor& values, const OneBitLayout& layout) {
+  const char* op = "onebit_worker_compress";
+  check_onebit_worker_args(op, bits, scales, worker_error, values, layout);
+  const Checks check(device(), op);
+  check.contiguous(bits, "bits")
+      .contiguous(scales, "scales")
+      .contiguous(worker_error, "worker_error")
+      .contiguous(values, "values");
+  Tensor partials = scratch(cuda::onebit_worker_scratch_bytes(layout));
+  cuda::launch_onebit_worker_compress(
+      static_cast<uint8_t*>(bits.raw_data()), static_cast<float*>(scales.raw_data()),
+      static_cast<float*>(worker_error.raw_data()), static_cast<const float*>(values.raw_data()),
+      layout, partials.raw_data(), current());
+}
+
+void CudaBackend::onebit_server_compress(Tensor& bits_out, Tensor& scales_out,
+                                         Tensor& server_error, const Tensor& bits_in,
+                                         const Tensor& scales_in, const OneBitLayout& layout) {
+  const char* op = "onebit_server_compress";
+  check_onebit_server_args(op, bits_out, scales_out, server_error, bits_in, scales_in, layout);
+  const Checks check(device(), op);
+  check.contiguous(bits_out, "bits_out")
+      .contiguous(scales_out, "scales_out")
+      .contiguous(server_error, "server_error")
+      .contiguous(bits_in, "bits_in")
+      .contiguous(scales_in, "scales_in");
+  Tensor partials = scratch(cuda::onebit_server_scratch_bytes(layout));
+  cuda::launch_onebit_server_compress(
+      static_cast<uint8_t*>(bits_out.raw_data()), static_cast<float*>(scales_out.raw_data()),
+      static_cast<float*>(server_error.raw_data()),
+      static_cast<const uint8_t*>(bits_in.raw_data()),
+      static_cast<const float*>(scales_in.raw_data()), layout, partials.raw_data(), current());
+}
+
+void CudaBackend::onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
+                                    const OneBitLayout& layout) {
+  const char* op = "onebit_decompress";
+  check_onebit_decompress_args(op, values, bits, scales, layout);
+  const Checks check(device(), op);
+  check.contiguous(values, "values").contiguous(bits, "bits").contiguous(scales, "scales");
+  cuda::launch_onebit_decompress(static_cast<float*>(values.raw_data()),
+                                 static_cast<const uint8_t*>(bits.raw_data()),
+                                 static_cast<const float*>(scales.raw_data()), layout,
+                                 current());
 }
 
 }  // namespace zero::backend

@@ -178,6 +178,14 @@ class CudaBackend final : public Backend {
   void optimizer_update_with_copy(OptimizerKind kind, Tensor& params, const Tensor& grads,
                                   std::span<Tensor> state, std::span<const ParamSegment> segments,
                                   const OptimizerHyper& hyper, Tensor& param_copy) override;
+  // 1-bit compression (cuda_onebit.cu): a few launches per 64 segments, no host wait.
+  void onebit_worker_compress(Tensor& bits, Tensor& scales, Tensor& worker_error,
+                              const Tensor& values, const OneBitLayout& layout) override;
+  void onebit_server_compress(Tensor& bits_out, Tensor& scales_out, Tensor& server_error,
+                              const Tensor& bits_in, const Tensor& scales_in,
+                              const OneBitLayout& layout) override;
+  void onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
+                         const OneBitLayout& layout) override;
 
  protected:
   void do_copy_from_host(Tensor& dst, const void* src) override;

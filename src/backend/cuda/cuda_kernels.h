@@ -17,6 +17,10 @@
 #include "backend/optimizer_kernels.h"
 #include "core/dtype.h"
 
+namespace zero::backend {
+struct OneBitLayout;  // backend/onebit_layout.h (its Tensor checks stay out of the .cu files)
+}  // namespace zero::backend
+
 namespace zero::backend::cuda {
 
 // The first bad input a kernel found (a token id outside the vocabulary), in device memory:
@@ -243,5 +247,22 @@ void launch_optimizer_update(OptimizerKind kind, float* params, const void* grad
                              float* state1, const ParamSegment* segments, size_t segment_count,
                              const OptimizerHyper& hyper, void* copy, DType copy_dtype,
                              cudaStream_t stream);
+
+// ---- 1-bit compression with error feedback (cuda_onebit.cu) ------------------------------------
+// Semantics and buffers: Backend::onebit_worker_compress, onebit_server_compress and
+// onebit_decompress. `layout` is read on the host only: its segments travel as kernel
+// parameters. Deterministic (fixed-order f64 sums, no atomics); the compressions need device
+// scratch of the *_scratch_bytes(layout) bytes for their per-block partial sums.
+size_t onebit_worker_scratch_bytes(const OneBitLayout& layout);
+size_t onebit_server_scratch_bytes(const OneBitLayout& layout);
+void launch_onebit_worker_compress(uint8_t* bits, float* scales, float* worker_error,
+                                   const float* values, const OneBitLayout& layout,
+                                   void* scratch, cudaStream_t stream);
+void launch_onebit_server_compress(uint8_t* bits_out, float* scales_out, float* server_error,
+                                   const uint8_t* bits_in, const float* scales_in,
+                                   const OneBitLayout& layout, void* scratch,
+                                   cudaStream_t stream);
+void launch_onebit_decompress(float* values, const uint8_t* bits, const float* scales,
+                              const OneBitLayout& layout, cudaStream_t stream);
 
 }  // namespace zero::backend::cuda

@@ -1,13 +1,16 @@
 // Optimizer updates over flat f32 buffers, segment by segment, with the formulas and the f32
 // operation order of backend/cpu/cpu_optimizers.cpp (compiled without fused multiply-add, IEEE
-// division and square root: Adam, Lion and Adagrad give the CPU's bits). Lamb's trust ratio is
-// per segment: one block per segment reduces ||p|| and ||u|| in f64 with a fixed tree.
+// division and square root: Adam, Lion, Adagrad and 1-bit Adam's two halves (kMomentum,
+// kFrozenVarianceAdam) give the CPU's bits). Lamb's trust ratio is per segment: one block per
+// segment reduces ||p|| and ||u|| in f64 with a fixed tree.
 //
 // Segments travel as kernel parameters (kSegmentsPerLaunch per launch), so an update needs no
-// host-to-device copy. Adam, Lion and Adagrad cut every segment into chunks of kChunk elements,
+// host-to-device copy. Every kind but Lamb cuts every segment into chunks of kChunk elements,
 // one block per chunk (a block finds its segment by binary search over the batch's chunk
 // prefix): every block has work, however unequal the segments (a 2 Ki-element norm weight
 // beside a 65 Mi-element embedding; sizing the grid for the longest left most blocks empty).
+// A step says which arrays it touches (kReadsGrad, kWritesParam, kWritesStates), so kMomentum
+// does not store the parameters it leaves, nor kFrozenVarianceAdam read gradients it ignores.
 // Aligned chunks move four elements per 16-byte access (a 16-bit gradient's four per 8-byte
 // access); the per-element arithmetic is the scalar path's, so the bits do not depend on the
 // path. Lamb keeps one block per segment.
@@ -61,12 +64,19 @@ struct LionConstants {
 struct AdagradConstants {
   float lr, eps, grad_scale;
 };
+struct MomentumConstants {
+  float b1, grad_scale;
+};
+struct FrozenVarianceAdamConstants {
+  float lr, eps;
+};
 
 // One element's update in registers (p, the states s0/s1, the gradient g), in the CPU's
 // operation order (backend/cpu/cpu_optimizers.cpp).
 struct AdamStep {
   AdamConstants k;
   static constexpr int kStates = 2;  // exp_avg, exp_avg_sq
+  static constexpr bool kReadsGrad = true, kWritesParam = true, kWritesStates = true;
   __device__ __forceinline__ void operator()(float& p, float g, float& m, float& v,
                                              const Segment& seg) const {
     float grad = g * k.grad_scale;
@@ -82,6 +92,7 @@ struct AdamStep {
 struct LionStep {
   LionConstants k;
   static constexpr int kStates = 1;  // exp_avg
+  static constexpr bool kReadsGrad = true, kWritesParam = true, kWritesStates = true;
   __device__ __forceinline__ void operator()(float& p, float g, float& m, float& /*unused*/,
                                              const Segment& seg) const {
     const float keep = seg.rounded_decay;  // float(1 - lr * wd), rounded from double on the host
@@ -95,11 +106,39 @@ struct LionStep {
 struct AdagradStep {
   AdagradConstants k;
   static constexpr int kStates = 1;  // sum_sq
+  static constexpr bool kReadsGrad = true, kWritesParam = true, kWritesStates = true;
   __device__ __forceinline__ void operator()(float& p, float g, float& s, float& /*unused*/,
                                              const Segment& seg) const {
     const float grad = g * k.grad_scale + seg.weight_decay * p;
     s += grad * grad;
     p -= k.lr * grad / (sqrtf(s) + k.eps);
+  }
+};
+// 1-bit Adam before its compressed all-reduce: only the momentum moves (a parameter copy still
+// receives the unchanged parameters, as optimizer_update_with_copy's default would copy them).
+struct MomentumStep {
+  MomentumConstants k;
+  static constexpr int kStates = 1;  // exp_avg
+  static constexpr bool kReadsGrad = true, kWritesParam = false, kWritesStates = true;
+  __device__ __forceinline__ void operator()(float& /*p*/, float g, float& m, float& /*unused*/,
+                                             const Segment& /*seg*/) const {
+    m = k.b1 * m + (1.0f - k.b1) * (g * k.grad_scale);
+  }
+};
+// ... and after it: the parameters move with the reduced momentum and the frozen variance; no
+// gradient is read. The momentum mask (m = 0 where v is exactly 0, cpu_optimizers.cpp) writes
+// the momentum; v is stored back unchanged (the step writes both states or neither).
+struct FrozenVarianceAdamStep {
+  FrozenVarianceAdamConstants k;
+  static constexpr int kStates = 2;  // exp_avg, exp_avg_sq
+  static constexpr bool kReadsGrad = false, kWritesParam = true, kWritesStates = true;
+  __device__ __forceinline__ void operator()(float& p, float /*g*/, float& m, float& v,
+                                             const Segment& seg) const {
+    if (v == 0.0f) m = 0.0f;
+    const float denom = sqrtf(v) + k.eps;
+    float param = p;
+    param -= seg.rounded_decay * param;  // float(lr * wd), rounded from double on the host
+    p = param - k.lr * m / denom;
   }
 };
 
@@ -154,10 +193,13 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t begin = seg.offset + int64_t{static_cast<int32_t>(blockIdx.x) - batch.first_chunk[lo]} * kChunk;
   const int64_t end = min(seg.offset + seg.length, begin + kChunk);
   constexpr bool kTwoStates = Step::kStates == 2;
-  float unused = 0.0f;
-  // Vectors when every array is 16-byte aligned at `begin` (and the copy 8-byte aligned).
-  bool vectors = aligned16(p + begin) &&
-                 reinterpret_cast<uintptr_t>(g + begin) % (4 * sizeof(G)) == 0 &&
+  // The parameters are read where they change or go to the copy (kMomentum without a copy
+  // leaves them unread: a quarter of its traffic).
+  constexpr bool kReadsParam = Step::kWritesParam || !std::is_same_v<C, NoCopy>;
+  // Vectors when every array read is 16-byte aligned at `begin` (and the copy 8-byte aligned).
+  bool vectors = (!kReadsParam || aligned16(p + begin)) &&
+                 (!Step::kReadsGrad ||
+                  reinterpret_cast<uintptr_t>(g + begin) % (4 * sizeof(G)) == 0) &&
                  aligned16(s0 + begin) &&
                  (!kTwoStates || aligned16(s1 + begin));
   if constexpr (!std::is_same_v<C, NoCopy>) {
@@ -165,26 +207,35 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int64_t vector_end = vectors ? begin + (end - begin) / 4 * 4 : begin;
   for (int64_t i = begin + 4 * int64_t{threadIdx.x}; i < vector_end; i += 4 * kThreads) {
-    float4 pv = *reinterpret_cast<const float4*>(p + i);
-    float gl[4];
-    load_grad4(g, i, gl);
+    float4 pv = make_float4(0, 0, 0, 0);
+    if constexpr (kReadsParam) pv = *reinterpret_cast<const float4*>(p + i);
+    float gl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (Step::kReadsGrad) load_grad4(g, i, gl);
     float4 av = *reinterpret_cast<const float4*>(s0 + i);
     float4 bv = kTwoStates ? *reinterpret_cast<const float4*>(s1 + i) : make_float4(0, 0, 0, 0);
     float pl[4] = {pv.x, pv.y, pv.z, pv.w}, al[4] = {av.x, av.y, av.z, av.w};
     float bl[4] = {bv.x, bv.y, bv.z, bv.w};
 #pragma unroll
     for (int l = 0; l < 4; ++l) step(pl[l], gl[l], al[l], bl[l], seg);
-    *reinterpret_cast<float4*>(p + i) = make_float4(pl[0], pl[1], pl[2], pl[3]);
-    *reinterpret_cast<float4*>(s0 + i) = make_float4(al[0], al[1], al[2], al[3]);
-    if (kTwoStates) *reinterpret_cast<float4*>(s1 + i) = make_float4(bl[0], bl[1], bl[2], bl[3]);
+    if constexpr (Step::kWritesParam) {
+      *reinterpret_cast<float4*>(p + i) = make_float4(pl[0], pl[1], pl[2], pl[3]);
+    }
+    if constexpr (Step::kWritesStates) {
+      *reinterpret_cast<float4*>(s0 + i) = make_float4(al[0], al[1], al[2], al[3]);
+      if (kTwoStates) *reinterpret_cast<float4*>(s1 + i) = make_float4(bl[0], bl[1], bl[2], bl[3]);
+    }
     store_copy4(copy, i, pl);
   }
   for (int64_t i = vector_end + threadIdx.x; i < end; i += kThreads) {
-    float pe = p[i], ae = s0[i];
-    float& be = kTwoStates ? s1[i] : unused;
-    step(pe, load_f32(g, i), ae, be, seg);
-    p[i] = pe;
-    s0[i] = ae;
+    float pe = 0.0f, ae = s0[i], be = 0.0f;
+    if constexpr (kReadsParam) pe = p[i];
+    if constexpr (kTwoStates) be = s1[i];
+    step(pe, Step::kReadsGrad ? load_f32(g, i) : 0.0f, ae, be, seg);
+    if constexpr (Step::kWritesParam) p[i] = pe;
+    if constexpr (Step::kWritesStates) {
+      s0[i] = ae;
+      if constexpr (kTwoStates) s1[i] = be;
+    }
     store_copy(copy, i, pe);
   }
 }
@@ -291,6 +342,18 @@ void launch_update(OptimizerKind kind, float* params, const G* grads, float* sta
                                  static_cast<float>(h.grad_scale)};
         chunked_update<AdagradStep, C, G><<<blocks, kThreads, 0, stream>>>(
             params, grads, state0, nullptr, batch, AdagradStep{k}, copy);
+        break;
+      }
+      case OptimizerKind::kMomentum: {
+        const MomentumConstants k{static_cast<float>(h.beta1), static_cast<float>(h.grad_scale)};
+        chunked_update<MomentumStep, C, G><<<blocks, kThreads, 0, stream>>>(
+            params, grads, state0, nullptr, batch, MomentumStep{k}, copy);
+        break;
+      }
+      case OptimizerKind::kFrozenVarianceAdam: {
+        const FrozenVarianceAdamConstants k{static_cast<float>(h.lr), static_cast<float>(h.eps)};
+        chunked_update<FrozenVarianceAdamStep, C, G><<<blocks, kThreads, 0, stream>>>(
+            params, grads, state0, state1, batch, FrozenVarianceAdamStep{k}, copy);
         break;
       }
     }

@@ -100,10 +100,11 @@ ncclDataType_t nccl_type(const Tensor& t, const char* op) {
     case DType::kF16: return ncclFloat16;
     case DType::kI32: return ncclInt32;
     case DType::kI64: return ncclInt64;
+    case DType::kU8: return ncclUint8;  // 1-bit Adam's packed signs
     default: break;
   }
   throw UnsupportedError(std::string("NcclComm::") + op + ": " + dtype_name(t.dtype()) +
-                         " tensors are not supported (f32, bf16, f16, f64, i32 and i64 are)");
+                         " tensors are not supported (f32, bf16, f16, f64, i32, i64 and u8 are)");
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {

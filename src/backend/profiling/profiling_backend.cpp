@@ -414,6 +414,30 @@ void ProfilingBackend::optimizer_update_with_copy(OptimizerKind kind, Tensor& pa
         [&] { inner_->optimizer_update_with_copy(kind, params, grads, state, segments, hyper, param_copy); });
 }
 
+void ProfilingBackend::onebit_worker_compress(Tensor& bits, Tensor& scales, Tensor& worker_error,
+                                              const Tensor& values, const OneBitLayout& layout) {
+  timed("onebit_worker_compress",
+        [&] { return elementwise(shapes({{"worker_error", &worker_error}}), worker_error); },
+        [&] { inner_->onebit_worker_compress(bits, scales, worker_error, values, layout); });
+}
+
+void ProfilingBackend::onebit_server_compress(Tensor& bits_out, Tensor& scales_out,
+                                              Tensor& server_error, const Tensor& bits_in,
+                                              const Tensor& scales_in, const OneBitLayout& layout) {
+  timed("onebit_server_compress",
+        [&] { return elementwise(shapes({{"server_error", &server_error}}), server_error); },
+        [&] {
+          inner_->onebit_server_compress(bits_out, scales_out, server_error, bits_in, scales_in,
+                                         layout);
+        });
+}
+
+void ProfilingBackend::onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
+                                         const OneBitLayout& layout) {
+  timed("onebit_decompress", [&] { return elementwise(shapes({{"values", &values}}), values); },
+        [&] { inner_->onebit_decompress(values, bits, scales, layout); });
+}
+
 void ProfilingBackend::do_copy_from_host(Tensor& dst, const void* src) {
   timed("copy_from_host", [&] { return elementwise(shapes({{"dst", &dst}}), dst); },
         [&] { inner_->copy_from_host(dst, src); });

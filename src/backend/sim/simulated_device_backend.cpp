@@ -326,4 +326,31 @@ void SimulatedDeviceBackend::optimizer_update(OptimizerKind kind, Tensor& params
   cpu_.optimizer_update(kind, params_h, host_alias(grads, op), state_h, segments, hyper);
 }
 
+void SimulatedDeviceBackend::onebit_worker_compress(Tensor& bits, Tensor& scales,
+                                                    Tensor& worker_error, const Tensor& values,
+                                                    const OneBitLayout& layout) {
+  const char* op = "onebit_worker_compress";
+  Tensor bits_h = host_alias(bits, op), scales_h = host_alias(scales, op);
+  Tensor error_h = host_alias(worker_error, op);
+  cpu_.onebit_worker_compress(bits_h, scales_h, error_h, host_alias(values, op), layout);
+}
+
+void SimulatedDeviceBackend::onebit_server_compress(Tensor& bits_out, Tensor& scales_out,
+                                                    Tensor& server_error, const Tensor& bits_in,
+                                                    const Tensor& scales_in,
+                                                    const OneBitLayout& layout) {
+  const char* op = "onebit_server_compress";
+  Tensor bits_h = host_alias(bits_out, op), scales_h = host_alias(scales_out, op);
+  Tensor error_h = host_alias(server_error, op);
+  cpu_.onebit_server_compress(bits_h, scales_h, error_h, host_alias(bits_in, op),
+                              host_alias(scales_in, op), layout);
+}
+
+void SimulatedDeviceBackend::onebit_decompress(Tensor& values, const Tensor& bits,
+                                               const Tensor& scales, const OneBitLayout& layout) {
+  const char* op = "onebit_decompress";
+  Tensor values_h = host_alias(values, op);
+  cpu_.onebit_decompress(values_h, host_alias(bits, op), host_alias(scales, op), layout);
+}
+
 }  // namespace zero::backend
