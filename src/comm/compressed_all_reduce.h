@@ -6,8 +6,8 @@
 // the compression lost as its new worker error. Rank r is the server of chunk r of every tensor:
 // it averages the ranks' decoded chunks, adds its server error and compresses again; the servers'
 // signs and scales are all-gathered and decoded, so every rank ends with the same values.
-// Per step and rank this moves about 2 bits an element (one all-to-all and one all-gather of
-// signs) where an f32 all-reduce moves 64 (ring: 2 x 32).
+// Each rank sends about 2 (N-1)/N bits an element (an all-to-all and an all-gather of signs,
+// plus a scale a tensor) where a ring all-reduce of f32 sends 64 (N-1)/N.
 //
 // Layout and arithmetic: backend/onebit_layout.h and Backend::onebit_* (backend.h). Memory
 // (accounted): the worker error (f32, every element padded) and server error (f32, 1/world of

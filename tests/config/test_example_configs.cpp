@@ -37,6 +37,7 @@ const std::map<std::string, Keys>& expected_findings() {
       {"hf_trainer_zero3_offload.json", {}},
       {"llama_factory_zero3.json", {}},
       {"megatron_gpt_zero1.json", {}},
+      {"ds_config_onebit_adam.json", {}},
   };
   return expected;
 }
