@@ -1,13 +1,13 @@
 #include "engine/pipeline_engine.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <string>
 
 #include "core/check.h"
 #include "core/error.h"
 #include "engine/pipeline_stage_link.h"
+#include "optim/optimizer.h"
 #include "model/embedding_unit.h"
 #include "model/tied_embedding_copy.h"
 #include "model/transformer_builder.h"
@@ -54,10 +54,7 @@ void check_supported(const EngineSettings& settings, const comm::MeshShape& shap
                            " stages) is not built yet; use sequence_parallel_size 1 with a "
                            "pipeline, or pipeline.stages 1");
   }
-  std::string optimizer = settings.optimizer_type;
-  std::transform(optimizer.begin(), optimizer.end(), optimizer.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (optimizer == "onebitadam") {
+  if (optim::Optimizer::is_onebit_type(settings.optimizer_type)) {
     throw UnsupportedError("optimizer.type = \"" + settings.optimizer_type + "\" with pipeline "
                            "parallelism (" + std::to_string(shape.pp) + " stages) is not built "
                            "yet; use Adam with a pipeline, or pipeline.stages 1");

@@ -64,6 +64,8 @@ void Optimizer::read_onebit_adam(Optimizer& opt, JsonParams& p, const std::strin
   opt.state_names_ = {"exp_avg", "exp_avg_sq"};
 }
 
+bool Optimizer::is_onebit_type(const std::string& type) { return lower(type) == "onebitadam"; }
+
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const std::string& source) {
   auto opt = std::make_unique<Optimizer>();
   const std::string type = lower(spec.type);
@@ -110,7 +112,7 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const st
     h.eps = p.number("eps", 1e-10, true);
     h.weight_decay = p.number("weight_decay", 0.0);
     opt->state_names_ = {"sum_sq"};
-  } else if (type == "onebitadam") {
+  } else if (is_onebit_type(type)) {
     read_onebit_adam(*opt, p, source);
   } else if (type == "zerooneadam" || type == "onebitlamb" || type == "muadam" ||
              type == "muadamw" || type == "musgd" || type == "muon") {

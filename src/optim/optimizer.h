@@ -74,6 +74,9 @@ class Optimizer {
   // set_compression_group (none, or a group of one: no communication), and updates the
   // parameters against the variance frozen at freeze_step.
   bool is_onebit() const { return onebit_; }
+  // Whether the config's optimizer.type names 1-bit Adam (case-insensitive, as create() reads
+  // it): what callers check before an Optimizer exists.
+  static bool is_onebit_type(const std::string& type);
   int64_t freeze_step() const { return freeze_step_; }
   // Whether the next step() is a compressed one (its gradients must be this rank's own).
   bool next_step_compressed() const { return onebit_ && hyper_.step > freeze_step_; }

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cstdio>
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -29,6 +28,7 @@
 #include "model/sequence_length.h"
 #include "model/tensor_parallel.h"
 #include "model/transformer_builder.h"
+#include "optim/optimizer.h"
 #include "tools/arg_parser.h"
 #include "tools/command.h"
 #include "tools/train_device.h"
@@ -334,10 +334,7 @@ int run_train(const Args& args) {
   need.pipeline_stages = mesh_shape.pp;
   need.tensor_parallel = mesh_shape.tp;
   need.gradient_accumulation = settings.gradient_accumulation_steps;
-  std::string optimizer = settings.optimizer_type;
-  std::transform(optimizer.begin(), optimizer.end(), optimizer.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  need.onebit_compression = optimizer == "onebitadam";
+  need.onebit_compression = optim::Optimizer::is_onebit_type(settings.optimizer_type);
 
   const int64_t profile_kernels_step = parser.get_int("profile-kernels");
   TrainDevice train_device =

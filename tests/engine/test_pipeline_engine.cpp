@@ -88,6 +88,17 @@ TEST(PipelineEngineSettings, RefusesWhatItDoesNotActOn) {
   sequence.sequence_parallel_size = 2;
   EXPECT_THROW(PipelineEngine(small_config("gpt2"), cpu, sequence, mesh, method, 1),
                UnsupportedError);
+  EngineSettings onebit = zero_settings(0, 2, 2, 1);
+  onebit.optimizer_type = "onebitAdam";  // any spelling create() accepts
+  onebit.optimizer_params = {{"freeze_step", 2}};
+  try {
+    PipelineEngine pipe(small_config("gpt2"), cpu, onebit, mesh, method, 1);
+    FAIL() << "1-bit Adam accepted with a pipeline";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer.type = \"onebitAdam\" with pipeline"),
+              std::string::npos)
+        << e.what();
+  }
 
   config::PipelineConfig interval;
   interval.activation_checkpoint_interval = 2;  // acted on (mpi_test_pipeline_checkpoint_interval)

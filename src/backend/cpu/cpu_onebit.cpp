@@ -43,20 +43,16 @@ inline bool bit_at(const uint8_t* bytes, int64_t element) {
   return ((bytes[element / 8] >> (7 - element % 8)) & 1u) != 0;
 }
 
-void require_host(const Tensor& t, const char* op, const char* name) {
-  require_contiguous(t, op, name);
-}
-
 }  // namespace
 
 void onebit_worker_compress(Tensor& bits, Tensor& scales, Tensor& worker_error,
                             const Tensor& values, const OneBitLayout& layout) {
   const char* op = "onebit_worker_compress";
   check_onebit_worker_args(op, bits, scales, worker_error, values, layout);
-  require_host(bits, op, "bits");
-  require_host(scales, op, "scales");
-  require_host(worker_error, op, "worker_error");
-  require_host(values, op, "values");
+  require_contiguous(bits, op, "bits");
+  require_contiguous(scales, op, "scales");
+  require_contiguous(worker_error, op, "worker_error");
+  require_contiguous(values, op, "values");
   uint8_t* out = bits.data<uint8_t>();
   float* scale_out = scales.data<float>();
   for (int64_t k = 0; k < layout.segment_count(); ++k) {
@@ -91,11 +87,11 @@ void onebit_server_compress(Tensor& bits_out, Tensor& scales_out, Tensor& server
                             const OneBitLayout& layout) {
   const char* op = "onebit_server_compress";
   check_onebit_server_args(op, bits_out, scales_out, server_error, bits_in, scales_in, layout);
-  require_host(bits_out, op, "bits_out");
-  require_host(scales_out, op, "scales_out");
-  require_host(server_error, op, "server_error");
-  require_host(bits_in, op, "bits_in");
-  require_host(scales_in, op, "scales_in");
+  require_contiguous(bits_out, op, "bits_out");
+  require_contiguous(scales_out, op, "scales_out");
+  require_contiguous(server_error, op, "server_error");
+  require_contiguous(bits_in, op, "bits_in");
+  require_contiguous(scales_in, op, "scales_in");
   const uint8_t* in = bits_in.data<uint8_t>();
   const float* worker_scales = scales_in.data<float>();
   uint8_t* out = bits_out.data<uint8_t>();
@@ -138,9 +134,9 @@ void onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
                        const OneBitLayout& layout) {
   const char* op = "onebit_decompress";
   check_onebit_decompress_args(op, values, bits, scales, layout);
-  require_host(values, op, "values");
-  require_host(bits, op, "bits");
-  require_host(scales, op, "scales");
+  require_contiguous(values, op, "values");
+  require_contiguous(bits, op, "bits");
+  require_contiguous(scales, op, "scales");
   const uint8_t* in = bits.data<uint8_t>();
   const float* server_scales = scales.data<float>();
   const int64_t segments = layout.segment_count();
