@@ -178,6 +178,11 @@ class Backend {
   virtual void copy_sum_squares(Tensor& dst, const Tensor& src, Tensor& squared_sum);
   // y *= alpha (y may be row-strided).
   virtual void scale(Tensor& y, double alpha) = 0;
+  // x (f32, contiguous) *= float(1 / (sqrt(squared_norm[0]) + eps)), the factor computed in f64
+  // from squared_norm (f64 [1] on this device, as sum_squares writes it) and rounded to f32
+  // once, each product rounded to f32: a tensor divided by its norm with no host wait (Muon's
+  // Newton-Schulz input, optim/muon.h). eps > 0 keeps a zero tensor at zero.
+  virtual void scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm, double eps) = 0;
 
   // ---- matrix products -----------------------------------------------------------------------
   // c[M,N] = alpha * op(a) @ op(b) + beta * c, op = transpose when asked. All 2-D, contiguous.

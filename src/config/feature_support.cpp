@@ -72,8 +72,8 @@ std::string lower(std::string text) {
   return text;
 }
 
-const std::vector<std::string> kBuiltOptimizers = {"Adam",    "AdamW",  "Lamb",
-                                                   "Lion",    "Adagrad", "OneBitAdam"};
+const std::vector<std::string> kBuiltOptimizers = {"Adam",    "AdamW",      "Lamb", "Lion",
+                                                   "Adagrad", "OneBitAdam", "Muon"};
 const std::vector<std::string> kBuiltSchedulers = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
                                                    "OneCycle", "LRRangeTest"};
 
@@ -99,11 +99,22 @@ std::optional<Use> check_optimizer(const Config& c) {
   if (name == "muadam" || name == "muadamw" || name == "musgd") {
     return Use{type, "the " + type + " (muP) optimizer", "", fix};
   }
-  if (name == "muon") return Use{type, "the Muon optimizer", "", fix};
   return Use{type,
              "optimizer \"" + type + "\" is not a DeepSpeed optimizer (DeepSpeed would import it "
              "from torch.optim) and",
              "", fix + " (closest: " + closest_name(type, kBuiltOptimizers) + ")"};
+}
+
+// Muon orthogonalizes whole weight matrices; ZeRO's partitions split them across ranks.
+std::optional<Use> check_muon_stage(const Config& c) {
+  if (!c.optimizer || lower(c.optimizer->type) != "muon" || c.zero_optimization.stage == 0) {
+    return std::nullopt;
+  }
+  return Use{c.zero_optimization.stage,
+             "the Muon optimizer at ZeRO stage " + std::to_string(c.zero_optimization.stage) +
+                 " (Muon orthogonalizes whole weight matrices, which ZeRO's partitions split "
+                 "across ranks)",
+             "", "set zero_optimization.stage to 0, or use AdamW"};
 }
 
 // DeepSpeed matches its LR schedule names exactly; others it imports from torch.
@@ -148,6 +159,7 @@ const std::vector<Gate>& gates() {
     std::vector<Gate> t = {
         {"optimizer.type", check_optimizer},
         {"scheduler.type", check_scheduler},
+        {"zero_optimization.stage", check_muon_stage},
         // Precision.
         // bf16 and fp16 training are built; these switch DeepSpeed's other code paths on.
         row("bf16.immediate_grad_update",

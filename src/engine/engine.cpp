@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "engine/checkpointing_setup.h"
 #include "engine/engine_state.h"
+#include "engine/muon_matrices.h"
 #include "engine/nvme_optimizer_state.h"
 #include "engine/partial_offload.h"
 #include "engine/sequence_shard.h"
@@ -99,6 +100,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
         "partition does not hold; use Adam/AdamW, or stage 0");
   }
   if (optimizer_->is_onebit()) configure_onebit();
+  if (optimizer_->is_muon()) configure_muon();
   model_->zero_grad();
   // activation_checkpointing: how the model checkpoints (a warning when it does not).
   if (auto warning = configure_activation_checkpointing(*model_, settings_.activation_checkpointing);
@@ -157,6 +159,32 @@ void Engine::configure_onebit() {
                                   "use data parallelism only, or Adam");
   }
   optimizer_->set_compression_group(&comm_);
+  if (comm_.rank() == 0) {
+    for (const std::string& note : optimizer_->notes()) {
+      std::fprintf(stderr, "zero: warning: %s\n", note.c_str());
+    }
+  }
+}
+
+void Engine::configure_muon() {
+  const std::string name = "optimizer.type = \"" + settings_.optimizer_type + "\"";
+  if (settings_.zero.stage != 0) {
+    // settings_from_config refuses this too (config/feature_support.cpp); C++ callers get here.
+    throw UnsupportedError(name + " with zero_optimization.stage " +
+                           std::to_string(settings_.zero.stage) +
+                           " is not supported yet: Muon orthogonalizes whole weight matrices, "
+                           "which ZeRO's partitions split across ranks; set "
+                           "zero_optimization.stage to 0, or use AdamW");
+  }
+  if (settings_.zero.offload_optimizer.device != config::OffloadDevice::kNone) {
+    throw UnsupportedError(name + " with zero_optimization.offload_optimizer is not supported "
+                                  "yet (the offloaded step is CPU Adam); remove the offload");
+  }
+  if (model_->tensor_group() != nullptr) {
+    throw UnsupportedError(name + " with tensor parallelism is not supported yet: each rank "
+                                  "holds slices of the matrices Muon orthogonalizes whole");
+  }
+  optimizer_->set_muon_matrices(muon_matrices(*model_));
   if (comm_.rank() == 0) {
     for (const std::string& note : optimizer_->notes()) {
       std::fprintf(stderr, "zero: warning: %s\n", note.c_str());

@@ -165,6 +165,8 @@ class Engine {
  private:
   // OneBitAdam: checks the configuration it runs in and hands it the data-parallel group.
   void configure_onebit();
+  // Muon: refuses what it cannot run yet, hands the optimizer its matrices, prints its notes.
+  void configure_muon();
   // forward() without reading the loss: it returns the device scalar and adds it to the step's
   // loss sum.
   Tensor forward_on_device(const model::Batch& batch);

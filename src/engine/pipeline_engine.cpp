@@ -54,7 +54,8 @@ void check_supported(const EngineSettings& settings, const comm::MeshShape& shap
                            " stages) is not built yet; use sequence_parallel_size 1 with a "
                            "pipeline, or pipeline.stages 1");
   }
-  if (optim::Optimizer::is_onebit_type(settings.optimizer_type)) {
+  if (optim::Optimizer::is_onebit_type(settings.optimizer_type) ||
+      optim::Optimizer::is_muon_type(settings.optimizer_type)) {
     throw UnsupportedError("optimizer.type = \"" + settings.optimizer_type + "\" with pipeline "
                            "parallelism (" + std::to_string(shape.pp) + " stages) is not built "
                            "yet; use Adam with a pipeline, or pipeline.stages 1");

@@ -28,9 +28,10 @@ class JsonParams {
   void accept(const char* key) { used_.insert(key); }
   // ConfigError for any key that was not read or accepted.
   void reject_unknown() const;
+  // Whether the key is present (for defaults that depend on other keys).
+  bool has(const char* key) const { return params_.is_object() && params_.contains(key); }
 
  private:
-  bool has(const char* key) const { return params_.is_object() && params_.contains(key); }
 
   const nlohmann::json& params_;
   std::string where_;

@@ -66,6 +66,57 @@ void Optimizer::read_onebit_adam(Optimizer& opt, JsonParams& p, const std::strin
 
 bool Optimizer::is_onebit_type(const std::string& type) { return lower(type) == "onebitadam"; }
 
+// DeepSpeed's Muon (deepspeed/runtime/zero/muon): MuonWithAuxAdam with the config's params split
+// between its two groups - momentum (and nesterov, ns_steps, ns_method) for the Muon matrices,
+// betas and eps for the Adam half, lr and weight_decay for both unless muon_lr / adam_lr say
+// otherwise. Without lr, each group takes MuonWithAuxAdam's own default.
+void Optimizer::read_muon(Optimizer& opt, JsonParams& p, const std::string& source) {
+  backend::OptimizerHyper& h = opt.hyper_;
+  opt.kind_ = backend::OptimizerKind::kAdam;
+  opt.muon_ = true;
+  const bool has_lr = p.has("lr");
+  const double lr = p.number("lr", 0.02, true);
+  opt.muon_lr_ = p.number("muon_lr", has_lr ? lr : 0.02, true);
+  opt.adam_lr_ = p.number("adam_lr", has_lr ? lr : 3e-4, true);
+  h.lr = has_lr ? lr : opt.muon_lr_;
+  opt.muon_reference_lr_ = h.lr;
+  MuonHyper& muon = opt.muon_hyper_;
+  muon.momentum = p.number("momentum", 0.95);
+  if (!(muon.momentum < 1.0)) {
+    throw ConfigError(source + ".params.momentum = " + std::to_string(muon.momentum) +
+                      " must be in [0, 1): the momentum keeps that share of itself each step");
+  }
+  muon.nesterov = p.boolean("nesterov", true);
+  const int64_t ns_steps = p.integer("ns_steps", 5);
+  if (ns_steps < 1 || ns_steps > 100) {
+    throw ConfigError(source + ".params.ns_steps = " + std::to_string(ns_steps) +
+                      " must be in [1, 100]: the Newton-Schulz iterations per update (5 is the "
+                      "usual choice)");
+  }
+  muon.ns_steps = static_cast<int>(ns_steps);
+  const bool gram_named = p.has("ns_method");
+  if (p.choice("ns_method", {"gram", "standard"}) == "gram" && gram_named) {
+    opt.notes_.push_back(source + ".params.ns_method = \"gram\" evaluates the same polynomial as "
+                         "\"standard\", which zero.cpp runs (in f32); the updates agree up to "
+                         "rounding");
+  }
+  std::tie(h.beta1, h.beta2) = p.betas(0.9, 0.95);
+  h.eps = p.number("eps", 1e-10, true);
+  h.weight_decay = p.number("weight_decay", 0.0);
+  h.bias_correction = true;
+  h.adam_w_mode = true;
+  opt.state_names_ = {"exp_avg", "exp_avg_sq"};
+}
+
+bool Optimizer::is_muon_type(const std::string& type) { return lower(type) == "muon"; }
+
+void Optimizer::set_muon_matrices(std::vector<MuonMatrix> matrices) {
+  std::sort(matrices.begin(), matrices.end(),
+            [](const MuonMatrix& a, const MuonMatrix& b) { return a.offset < b.offset; });
+  muon_matrices_ = std::move(matrices);
+  muon_matrices_set_ = true;
+}
+
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const std::string& source) {
   auto opt = std::make_unique<Optimizer>();
   const std::string type = lower(spec.type);
@@ -114,13 +165,16 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const st
     opt->state_names_ = {"sum_sq"};
   } else if (is_onebit_type(type)) {
     read_onebit_adam(*opt, p, source);
+  } else if (is_muon_type(type)) {
+    read_muon(*opt, p, source);
   } else if (type == "zerooneadam" || type == "onebitlamb" || type == "muadam" ||
-             type == "muadamw" || type == "musgd" || type == "muon") {
+             type == "muadamw" || type == "musgd") {
     throw UnsupportedError(source + ".type = \"" + spec.type + "\" is not supported yet by zero.cpp "
-                                    "(supported: Adam, AdamW, Lamb, Lion, Adagrad, OneBitAdam)");
+                                    "(supported: Adam, AdamW, Lamb, Lion, Adagrad, OneBitAdam, "
+                                    "Muon)");
   } else {
     throw ConfigError(source + ".type = \"" + spec.type + "\" is not a DeepSpeed optimizer; use "
-                      "Adam, AdamW, Lamb, Lion, Adagrad or OneBitAdam");
+                      "Adam, AdamW, Lamb, Lion, Adagrad, OneBitAdam or Muon");
   }
   p.reject_unknown();
   opt->type_ = spec.type;
@@ -163,7 +217,9 @@ void Optimizer::step(backend::Backend& backend, Tensor& params,
     }
   }
   std::span<Tensor> state = narrow ? std::span<Tensor>(wide) : std::span<Tensor>(state_);
-  if (next_step_compressed()) {
+  if (muon_) {
+    muon_step(backend, params, pieces, state, hyper, param_copy);
+  } else if (next_step_compressed()) {
     // 1-bit Adam's compressed stage: each rank's momentum from its own gradients, their
     // compressed average, then the update against the variance frozen at freeze_step.
     update_pieces(backend, backend::OptimizerKind::kMomentum, params, pieces, state.first(1),
@@ -192,6 +248,45 @@ void Optimizer::step(backend::Backend& backend, Tensor& params,
     for (size_t i = 0; i < state_.size(); ++i) backend.copy(state_[i], wide[i]);
   }
   ++hyper_.step;
+}
+
+void Optimizer::muon_step(backend::Backend& backend, Tensor& params,
+                          std::span<const backend::UpdatePiece> pieces, std::span<Tensor> state,
+                          const backend::OptimizerHyper& hyper, Tensor* param_copy) {
+  ZERO_CHECK(muon_matrices_set_, "Muon's step before set_muon_matrices");
+  const double ratio = hyper.lr / muon_reference_lr_;
+  backend::OptimizerHyper adam = hyper;
+  adam.lr = adam_lr_ * ratio;
+  const double muon_lr = muon_lr_ * ratio;
+  for (const backend::UpdatePiece& piece : pieces) {
+    backend::UpdatePiece adam_piece{piece.offset, piece.grads, {}};
+    for (const backend::ParamSegment& segment : piece.segments) {
+      const int64_t start = piece.offset + segment.offset;
+      const auto matrix = std::lower_bound(
+          muon_matrices_.begin(), muon_matrices_.end(), start,
+          [](const MuonMatrix& m, int64_t offset) { return m.offset < offset; });
+      if (matrix == muon_matrices_.end() || matrix->offset != start) {
+        adam_piece.segments.push_back(segment);
+        continue;
+      }
+      const int64_t n = matrix->rows * matrix->cols;
+      ZERO_CHECK(segment.length == n, "Muon matrix at " << start << " of " << n
+                                                        << " elements split into a segment of "
+                                                        << segment.length);
+      Tensor p = params.view(start, {n});
+      Tensor m = state[0].view(start, {n});
+      Tensor copy;
+      if (param_copy != nullptr) copy = param_copy->view(start, {n});
+      muon_update_matrix(backend, *matrix, p, piece.grads.view(segment.offset, {n}), m,
+                         muon_hyper_, muon_lr, hyper.weight_decay, segment.weight_decay,
+                         hyper.grad_scale, param_copy != nullptr ? &copy : nullptr);
+    }
+    if (!adam_piece.segments.empty()) {
+      update_pieces(backend, backend::OptimizerKind::kAdam, params,
+                    std::span<const backend::UpdatePiece>(&adam_piece, 1), state, adam,
+                    param_copy);
+    }
+  }
 }
 
 void Optimizer::update_pieces(backend::Backend& backend, backend::OptimizerKind kind,
@@ -259,10 +354,19 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
 }
 
 nlohmann::json Optimizer::hyper_json() const {
-  return {{"lr", hyper_.lr},         {"beta1", hyper_.beta1},
-          {"beta2", hyper_.beta2},   {"eps", hyper_.eps},
-          {"weight_decay", hyper_.weight_decay}, {"bias_correction", hyper_.bias_correction},
-          {"adam_w_mode", hyper_.adam_w_mode}};
+  nlohmann::json hyper = {{"lr", hyper_.lr},         {"beta1", hyper_.beta1},
+                          {"beta2", hyper_.beta2},   {"eps", hyper_.eps},
+                          {"weight_decay", hyper_.weight_decay},
+                          {"bias_correction", hyper_.bias_correction},
+                          {"adam_w_mode", hyper_.adam_w_mode}};
+  if (muon_) {
+    hyper["muon_lr"] = muon_lr_;
+    hyper["adam_lr"] = adam_lr_;
+    hyper["momentum"] = muon_hyper_.momentum;
+    hyper["nesterov"] = muon_hyper_.nesterov;
+    hyper["ns_steps"] = muon_hyper_.ns_steps;
+  }
+  return hyper;
 }
 
 }  // namespace zero::optim

@@ -1,5 +1,5 @@
-// Optimizer: DeepSpeed's basic optimizers (Adam, AdamW, Lamb, Lion, Adagrad) and 1-bit Adam
-// (OneBitAdam) over one flat f32 parameter buffer, with their state in accounted buffers (MemoryCategory::kOptimizer) of f32, or
+// Optimizer: DeepSpeed's basic optimizers (Adam, AdamW, Lamb, Lion, Adagrad), 1-bit Adam
+// (OneBitAdam) and Muon over one flat f32 parameter buffer, with their state in accounted buffers (MemoryCategory::kOptimizer) of f32, or
 // of bf16 with bf16.bf16_optimizer_states. The elementwise math runs through
 // Backend::optimizer_update in f32 (bf16 states are widened for the update and rounded back to
 // nearest-even, as a GPU kernel reading and writing bf16 does); this class owns the
@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "comm/compressed_all_reduce.h"
+#include "optim/muon.h"
 
 namespace zero::optim {
 
@@ -94,6 +95,21 @@ class Optimizer {
   // Settings that were read but change nothing here, one line each, for the caller to print.
   const std::vector<std::string>& notes() const { return notes_; }
 
+  // ---- Muon -------------------------------------------------------------------------------
+  // Muon updates the matrices set by set_muon_matrices (optim/muon.h) and runs AdamW with bias
+  // correction on every other element (DeepSpeed's MuonWithAuxAdam). State: exp_avg is Muon's
+  // momentum on the matrices and Adam's first moment elsewhere; exp_avg_sq is Adam's second
+  // moment (unused, zero, on the matrices). The schedule's lr scales both groups' learning rates
+  // by lr / base_lr(), so muon_lr and adam_lr keep their ratio through warm-up and decay.
+  bool is_muon() const { return muon_; }
+  static bool is_muon_type(const std::string& type);
+  // The matrices, by their offsets in the flat buffer step() updates; every segment starting
+  // at one of them must cover it whole. Required before the first Muon step.
+  void set_muon_matrices(std::vector<MuonMatrix> matrices);
+  double muon_lr() const { return muon_lr_; }
+  double adam_lr() const { return adam_lr_; }
+  const MuonHyper& muon_hyper() const { return muon_hyper_; }
+
   int64_t step_count() const { return hyper_.step - 1; }
   void set_step_count(int64_t steps) { hyper_.step = steps + 1; }
   double base_lr() const { return hyper_.lr; }
@@ -109,6 +125,10 @@ class Optimizer {
 
  private:
   static void read_onebit_adam(Optimizer& opt, JsonParams& p, const std::string& source);
+  static void read_muon(Optimizer& opt, JsonParams& p, const std::string& source);
+  void muon_step(backend::Backend& backend, Tensor& params,
+                 std::span<const backend::UpdatePiece> pieces, std::span<Tensor> state,
+                 const backend::OptimizerHyper& hyper, Tensor* param_copy);
   // One backend update of `kind` over every piece (views of params, state and param_copy).
   static void update_pieces(backend::Backend& backend, backend::OptimizerKind kind,
                             Tensor& params, std::span<const backend::UpdatePiece> pieces,
@@ -129,6 +149,13 @@ class Optimizer {
   std::string pending_errors_source_;
   void apply_pending_errors(backend::Backend& backend);
   std::vector<std::string> notes_;
+  bool muon_ = false;
+  MuonHyper muon_hyper_;
+  double muon_lr_ = 0.0;
+  double adam_lr_ = 0.0;
+  double muon_reference_lr_ = 0.0;  // the lr the schedule starts from (base_lr())
+  bool muon_matrices_set_ = false;
+  std::vector<MuonMatrix> muon_matrices_;  // sorted by offset
 };
 
 }  // namespace zero::optim

@@ -38,6 +38,7 @@ const std::map<std::string, Keys>& expected_findings() {
       {"llama_factory_zero3.json", {}},
       {"megatron_gpt_zero1.json", {}},
       {"ds_config_onebit_adam.json", {}},
+      {"ds_config_muon.json", {}},
   };
   return expected;
 }

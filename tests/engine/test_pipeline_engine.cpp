@@ -99,6 +99,17 @@ TEST(PipelineEngineSettings, RefusesWhatItDoesNotActOn) {
               std::string::npos)
         << e.what();
   }
+  EngineSettings muon = zero_settings(0, 2, 2, 1);
+  muon.optimizer_type = "Muon";
+  muon.optimizer_params = nlohmann::json::object();
+  try {
+    PipelineEngine pipe(small_config("gpt2"), cpu, muon, mesh, method, 1);
+    FAIL() << "Muon accepted with a pipeline";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer.type = \"Muon\" with pipeline"),
+              std::string::npos)
+        << e.what();
+  }
 
   config::PipelineConfig interval;
   interval.activation_checkpoint_interval = 2;  // acted on (mpi_test_pipeline_checkpoint_interval)

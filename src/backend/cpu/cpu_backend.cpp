@@ -62,6 +62,10 @@ void CpuBackend::scale(Tensor& y, double alpha) {
   t.finish();
 }
 
+void CpuBackend::scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm, double eps) {
+  cpu::scale_by_inverse_norm(x, squared_norm, eps);
+}
+
 void CpuBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
                         bool transpose_b, double alpha, double beta) {
   if (!any_16bit(c, a, b)) return cpu::matmul(c, a, transpose_a, b, transpose_b, alpha, beta);

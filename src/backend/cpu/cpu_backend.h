@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
                                 int64_t first_index) override;
   void add(Tensor& y, const Tensor& x, double alpha) override;
   void scale(Tensor& y, double alpha) override;
+  void scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm, double eps) override;
 
   void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
               double alpha, double beta) override;

@@ -189,4 +189,22 @@ void scale(Tensor& y, double alpha) {
   });
 }
 
+void scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm, double eps) {
+  const char* op = "scale_by_inverse_norm";
+  require_contiguous(x, op, "x");
+  require_dtype(x, DType::kF32, op, "x");
+  require_contiguous(squared_norm, op, "squared_norm");
+  require_dtype(squared_norm, DType::kF64, op, "squared_norm");
+  if (squared_norm.numel() != 1 || !(eps > 0.0)) {
+    throw ShapeError(std::string(op) + ": squared_norm must hold one element and eps be > 0, got " +
+                     squared_norm.describe() + " and eps " + std::to_string(eps));
+  }
+  const float factor =
+      static_cast<float>(1.0 / (std::sqrt(*squared_norm.data<double>()) + eps));
+  float* xd = x.data<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
+  for (int64_t i = 0; i < n; ++i) xd[i] *= factor;
+}
+
 }  // namespace zero::backend::cpu

@@ -19,5 +19,7 @@ void copy_to_host(void* dst, const Tensor& src);
 void add(Tensor& y, const Tensor& x, double alpha);
 // y *= alpha (contiguous, f32 or f64).
 void scale(Tensor& y, double alpha);
+// x (f32, contiguous) *= float(1 / (sqrt(squared_norm[0]) + eps)); squared_norm f64 [1].
+void scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm, double eps);
 
 }  // namespace zero::backend::cpu

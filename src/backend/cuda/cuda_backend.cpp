@@ -509,6 +509,19 @@ void CudaBackend::scale(Tensor& y, double alpha) {
                           current());
 }
 
+void CudaBackend::scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm, double eps) {
+  const Checks check(device(), "scale_by_inverse_norm");
+  check.contiguous(x, "x").dtype(x, DType::kF32, "x");
+  check.contiguous(squared_norm, "squared_norm").dtype(squared_norm, DType::kF64, "squared_norm");
+  if (squared_norm.numel() != 1 || !(eps > 0.0)) {
+    throw ShapeError("scale_by_inverse_norm: squared_norm must hold one element and eps be > 0, "
+                     "got " + squared_norm.describe() + " and eps " + std::to_string(eps));
+  }
+  cuda::launch_scale_by_inverse_norm(static_cast<float*>(x.raw_data()),
+                                     static_cast<const double*>(squared_norm.raw_data()), eps,
+                                     x.numel(), current());
+}
+
 // ---- embedding -------------------------------------------------------------------------------
 
 namespace {

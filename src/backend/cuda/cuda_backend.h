@@ -100,6 +100,7 @@ class CudaBackend final : public Backend {
   void round_in_place_sum_squares(Tensor& values, DType through, Tensor& squared_sum) override;
   void copy_sum_squares(Tensor& dst, const Tensor& src, Tensor& squared_sum) override;
   void scale(Tensor& y, double alpha) override;
+  void scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm, double eps) override;
   void matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
               double alpha, double beta) override;
   void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) override;

@@ -141,6 +141,17 @@ __global__ void scale_kernel(T* y, float alpha, int64_t n) {
   }
 }
 
+// Every thread derives the factor itself from the f64 norm: IEEE f64 sqrt and division are
+// correctly rounded, so it is the CPU's factor bit for bit, with no extra launch to share it.
+__global__ void scale_by_inverse_norm_kernel(float* x, const double* squared_norm, double eps,
+                                             int64_t n) {
+  const float factor = static_cast<float>(1.0 / (sqrt(*squared_norm) + eps));
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = x[i] * factor;
+  }
+}
+
 // The row-strided twin of scale_kernel: element i of the [rows, cols] view is row i / cols.
 template <typename T>
 __global__ void scale_rows_kernel(T* y, float alpha, int64_t n, int64_t cols, int64_t pitch) {
@@ -299,6 +310,14 @@ void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t st
     scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(y),
                                                                  static_cast<float>(alpha), n);
   });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale_by_inverse_norm(float* x, const double* squared_norm, double eps, int64_t n,
+                                  cudaStream_t stream) {
+  if (n == 0) return;
+  scale_by_inverse_norm_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, squared_norm,
+                                                                               eps, n);
   ZERO_CUDA_CHECK_LAUNCH();
 }
 

@@ -60,6 +60,10 @@ void launch_add_rounded(float* acc, const float* x, DType through, int64_t n,
 // Backend::round_in_place.
 void launch_round_in_place(float* values, DType through, int64_t n, cudaStream_t stream);
 void launch_scale(void* y, DType dtype, int64_t n, double alpha, cudaStream_t stream);
+// x (f32) *= float(1 / (sqrt(*squared_norm) + eps)), the factor computed on the device in f64
+// (squared_norm: one f64 in device memory): Backend::scale_by_inverse_norm.
+void launch_scale_by_inverse_norm(float* x, const double* squared_norm, double eps, int64_t n,
+                                  cudaStream_t stream);
 // y *= alpha on a row-strided [rows, cols] view: row r's cols elements start at y + r * pitch
 // (pitch >= cols); the elements between rows are not touched.
 void launch_scale_rows(void* y, DType dtype, int64_t rows, int64_t cols, int64_t pitch,

@@ -156,6 +156,12 @@ void ProfilingBackend::scale(Tensor& y, double alpha) {
         [&] { inner_->scale(y, alpha); });
 }
 
+void ProfilingBackend::scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm,
+                                             double eps) {
+  timed("scale_by_inverse_norm", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->scale_by_inverse_norm(x, squared_norm, eps); });
+}
+
 void ProfilingBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
                               bool transpose_b, double alpha, double beta) {
   timed("matmul",

@@ -110,6 +110,12 @@ void SimulatedDeviceBackend::scale(Tensor& y, double alpha) {
   cpu_.scale(h, alpha);
 }
 
+void SimulatedDeviceBackend::scale_by_inverse_norm(Tensor& x, const Tensor& squared_norm,
+                                                   double eps) {
+  Tensor h = host_alias(x, "scale_by_inverse_norm");
+  cpu_.scale_by_inverse_norm(h, host_alias(squared_norm, "scale_by_inverse_norm"), eps);
+}
+
 void SimulatedDeviceBackend::matmul(Tensor& c, const Tensor& a, bool transpose_a, const Tensor& b,
                                     bool transpose_b, double alpha, double beta) {
   Tensor h = host_alias(c, "matmul");

@@ -1,0 +1,58 @@
+// Muon (MomentUm Orthogonalized by Newton-Schulz) for the hidden 2-D weights, as DeepSpeed's
+// "Muon" optimizer runs it: SGD momentum whose update is replaced by an approximately orthogonal
+// matrix of the same shape before it is applied. The rest of the parameters (embeddings, the
+// head, norms, biases) take AdamW in optim/optimizer.cpp.
+//
+// Everything here goes through Backend ops (matmul, copy, add, scale, sum_squares,
+// scale_by_inverse_norm, the kMomentum update), so it runs wherever the parameters live, with
+// no host waits. Arithmetic is f32 (DeepSpeed iterates in bf16 where the device has it; the
+// polynomial is the same, the rounding finer).
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace zero::optim {
+
+// One weight matrix Muon updates: where its elements start in the flat parameter buffer, its
+// shape in zero.cpp's layout (row-major [rows, cols]) and the factor its orthogonalized update
+// is multiplied by, sqrt(max(1, r / c)) for the [r, c] shape DeepSpeed sees (the Hugging Face
+// tensor's, which is [cols, rows] for GPT-2's Conv1D weights).
+struct MuonMatrix {
+  int64_t offset = 0;  // elements
+  int64_t rows = 0;
+  int64_t cols = 0;
+  double update_scale = 1.0;
+};
+
+struct MuonHyper {
+  double momentum = 0.95;  // m = momentum m + (1 - momentum) g
+  bool nesterov = true;    // update from (1 - momentum) g + momentum m instead of m
+  int ns_steps = 5;        // Newton-Schulz iterations
+};
+
+// The quintic Newton-Schulz iteration's coefficients (a, b, c) and the normalization's epsilon:
+// X <- a X + (b A + c A^2) X with A = X X^T, after X <- X / (||X||_F + eps). They push every
+// singular value of X towards an interval around 1 (not exactly to 1: the coefficients trade
+// that for a steep slope at 0, so 5 steps suffice).
+inline constexpr double kNewtonSchulzA = 3.4445;
+inline constexpr double kNewtonSchulzB = -4.7750;
+inline constexpr double kNewtonSchulzC = 2.0315;
+inline constexpr double kNewtonSchulzEps = 1e-7;
+
+// x (f32 [rows, cols], contiguous, on `backend`) is replaced by its orthogonalization after
+// `steps` iterations. The Gram matrix is taken on the shorter side ([rows, rows] when rows <=
+// cols, else [cols, cols]), so the result is the transpose of that of x^T, as the iteration
+// defines. Workspace: one more x and two Gram-sized matrices (MemoryCategory::kWorkspace).
+void newton_schulz_orthogonalize(backend::Backend& backend, Tensor& x, int steps);
+
+// One Muon update of one matrix (all views of `matrix.rows * matrix.cols` elements, contiguous):
+// momentum (f32) = m m + (1 - m) g * grad_scale; the update u (nesterov or not) is
+// orthogonalized and scaled by matrix.update_scale; params (f32) -= lr * wd * params when
+// `decay`, then params -= lr * u. grads may be f32, bf16 or f16. With `param_copy`, the updated
+// params are also stored there rounded to its dtype.
+void muon_update_matrix(backend::Backend& backend, const MuonMatrix& matrix, Tensor& params,
+                        const Tensor& grads, Tensor& momentum, const MuonHyper& muon, double lr,
+                        double weight_decay, bool decay, double grad_scale, Tensor* param_copy);
+
+}  // namespace zero::optim
