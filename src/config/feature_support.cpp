@@ -105,16 +105,15 @@ std::optional<Use> check_optimizer(const Config& c) {
              "", fix + " (closest: " + closest_name(type, kBuiltOptimizers) + ")"};
 }
 
-// Muon orthogonalizes whole weight matrices; ZeRO's partitions split them across ranks.
-std::optional<Use> check_muon_stage(const Config& c) {
-  if (!c.optimizer || lower(c.optimizer->type) != "muon" || c.zero_optimization.stage == 0) {
+// Muon's step runs where the optimizer state lives; the offloaded step is CPU Adam.
+std::optional<Use> check_muon_offload(const Config& c) {
+  const OffloadDevice device = c.zero_optimization.offload_optimizer.device;
+  if (!c.optimizer || lower(c.optimizer->type) != "muon" || device == OffloadDevice::kNone) {
     return std::nullopt;
   }
-  return Use{c.zero_optimization.stage,
-             "the Muon optimizer at ZeRO stage " + std::to_string(c.zero_optimization.stage) +
-                 " (Muon orthogonalizes whole weight matrices, which ZeRO's partitions split "
-                 "across ranks)",
-             "", "set zero_optimization.stage to 0, or use AdamW"};
+  return Use{choice_name(offload_device_names(), device),
+             "the Muon optimizer with its state offloaded", "",
+             "remove zero_optimization.offload_optimizer, or use AdamW"};
 }
 
 // DeepSpeed matches its LR schedule names exactly; others it imports from torch.
@@ -159,7 +158,7 @@ const std::vector<Gate>& gates() {
     std::vector<Gate> t = {
         {"optimizer.type", check_optimizer},
         {"scheduler.type", check_scheduler},
-        {"zero_optimization.stage", check_muon_stage},
+        {"zero_optimization.offload_optimizer.device", check_muon_offload},
         // Precision.
         // bf16 and fp16 training are built; these switch DeepSpeed's other code paths on.
         row("bf16.immediate_grad_update",

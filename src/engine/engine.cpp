@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "engine/checkpointing_setup.h"
 #include "engine/engine_state.h"
-#include "engine/muon_matrices.h"
+#include "engine/muon_units.h"
 #include "engine/nvme_optimizer_state.h"
 #include "engine/partial_offload.h"
 #include "engine/sequence_shard.h"
@@ -132,6 +132,14 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   } else {
     optimizer_->init_state(zero_->optimizer_backend(), zero_->update_numel(), zero_->precision().states);
   }
+  if (optimizer_->is_muon()) {
+    // Stage 0 updates the model's flat buffers; stages 1-3 this rank's partition, whose
+    // matrices' updates the ZeRO group gathers unit by unit.
+    optimizer_->set_muon_units(settings_.zero.stage == 0
+                                   ? muon_units(*model_)
+                                   : muon_units(*model_, zero_->layout()),
+                               &comm_);
+  }
   if (zero_->offloads_optimizer()) {
     cpu_step_ = std::make_unique<offload::CpuOptimizerStep>(optimizer_->kind());
   }
@@ -168,23 +176,17 @@ void Engine::configure_onebit() {
 
 void Engine::configure_muon() {
   const std::string name = "optimizer.type = \"" + settings_.optimizer_type + "\"";
-  if (settings_.zero.stage != 0) {
-    // settings_from_config refuses this too (config/feature_support.cpp); C++ callers get here.
-    throw UnsupportedError(name + " with zero_optimization.stage " +
-                           std::to_string(settings_.zero.stage) +
-                           " is not supported yet: Muon orthogonalizes whole weight matrices, "
-                           "which ZeRO's partitions split across ranks; set "
-                           "zero_optimization.stage to 0, or use AdamW");
-  }
   if (settings_.zero.offload_optimizer.device != config::OffloadDevice::kNone) {
+    // settings_from_config refuses this too (config/feature_support.cpp); C++ callers get here.
     throw UnsupportedError(name + " with zero_optimization.offload_optimizer is not supported "
-                                  "yet (the offloaded step is CPU Adam); remove the offload");
+                                  "yet (the offloaded step is CPU Adam); remove the offload, or "
+                                  "use AdamW");
   }
   if (model_->tensor_group() != nullptr) {
     throw UnsupportedError(name + " with tensor parallelism is not supported yet: each rank "
-                                  "holds slices of the matrices Muon orthogonalizes whole");
+                                  "holds slices of the matrices Muon orthogonalizes whole; use "
+                                  "data parallelism with any ZeRO stage, or AdamW");
   }
-  optimizer_->set_muon_matrices(muon_matrices(*model_));
   if (comm_.rank() == 0) {
     for (const std::string& note : optimizer_->notes()) {
       std::fprintf(stderr, "zero: warning: %s\n", note.c_str());

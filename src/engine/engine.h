@@ -165,7 +165,8 @@ class Engine {
  private:
   // OneBitAdam: checks the configuration it runs in and hands it the data-parallel group.
   void configure_onebit();
-  // Muon: refuses what it cannot run yet, hands the optimizer its matrices, prints its notes.
+  // Muon: refuses what it cannot run yet and prints its notes (its units are set once the ZeRO
+  // stage exists).
   void configure_muon();
   // forward() without reading the loss: it returns the device scalar and adds it to the step's
   // loss sum.

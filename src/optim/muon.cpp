@@ -39,38 +39,47 @@ void newton_schulz_orthogonalize(backend::Backend& backend, Tensor& x, int steps
   if (current != &x) backend.copy(x, *current);
 }
 
-void muon_update_matrix(backend::Backend& backend, const MuonMatrix& matrix, Tensor& params,
-                        const Tensor& grads, Tensor& momentum, const MuonHyper& muon, double lr,
-                        double weight_decay, bool decay, double grad_scale, Tensor* param_copy) {
-  const int64_t n = matrix.rows * matrix.cols;
-  ZERO_CHECK(params.numel() == n && grads.numel() == n && momentum.numel() == n,
-             "Muon matrix of " << n << " elements given views of " << params.numel() << ", "
-                               << grads.numel() << " and " << momentum.numel());
-  // The momentum through the backend's own kernel: m = mu m + (1 - mu) g * grad_scale.
+void muon_momentum(backend::Backend& backend, Tensor& params, const Tensor& grads,
+                   Tensor& momentum, Tensor& update, const MuonHyper& muon, double grad_scale) {
+  const int64_t n = momentum.numel();
+  ZERO_CHECK(params.numel() == n && grads.numel() == n && update.numel() == n,
+             "Muon momentum over " << n << " elements given views of " << params.numel() << ", "
+                                   << grads.numel() << " and " << update.numel());
   backend::OptimizerHyper hyper;
   hyper.beta1 = muon.momentum;
   hyper.grad_scale = grad_scale;
   const std::array<backend::ParamSegment, 1> whole{backend::ParamSegment{0, n, false}};
   std::array<Tensor, 1> state{momentum};
   backend.optimizer_update(backend::OptimizerKind::kMomentum, params, grads, state, whole, hyper);
+  if (muon.nesterov) {
+    // (1 - mu) g + mu m: the gradient pulled towards the momentum it just moved.
+    backend.copy(update, grads);
+    if (grad_scale != 1.0) backend.scale(update, grad_scale);
+    backend.scale(update, 1.0 - muon.momentum);
+    backend.add(update, momentum, muon.momentum);
+  } else {
+    backend.copy(update, momentum);
+  }
+}
 
+void muon_apply(backend::Backend& backend, Tensor& params, const Tensor& orthogonalized,
+                double lr, double weight_decay, bool decay, double scale, Tensor* param_copy) {
+  if (decay && weight_decay != 0.0) backend.scale(params, 1.0 - lr * weight_decay);
+  backend.add(params, orthogonalized, -lr * scale);
+  if (param_copy != nullptr) backend.copy(*param_copy, params);
+}
+
+void muon_update_matrix(backend::Backend& backend, const MuonMatrix& matrix, Tensor& params,
+                        const Tensor& grads, Tensor& momentum, const MuonHyper& muon, double lr,
+                        double weight_decay, bool decay, double grad_scale, Tensor* param_copy) {
+  const int64_t n = matrix.rows * matrix.cols;
   Tensor update = backend.empty({matrix.rows, matrix.cols}, DType::kF32,
                                 MemoryCategory::kWorkspace);
   Tensor flat_update = update.view(0, {n});
-  if (muon.nesterov) {
-    // (1 - mu) g + mu m: the gradient pulled towards the momentum it just moved.
-    backend.copy(flat_update, grads);
-    if (grad_scale != 1.0) backend.scale(flat_update, grad_scale);
-    backend.scale(flat_update, 1.0 - muon.momentum);
-    backend.add(flat_update, momentum, muon.momentum);
-  } else {
-    backend.copy(flat_update, momentum);
-  }
+  muon_momentum(backend, params, grads, momentum, flat_update, muon, grad_scale);
   newton_schulz_orthogonalize(backend, update, muon.ns_steps);
-
-  if (decay && weight_decay != 0.0) backend.scale(params, 1.0 - lr * weight_decay);
-  backend.add(params, flat_update, -lr * matrix.update_scale);
-  if (param_copy != nullptr) backend.copy(*param_copy, params);
+  muon_apply(backend, params, flat_update, lr, weight_decay, decay, matrix.update_scale,
+             param_copy);
 }
 
 }  // namespace zero::optim

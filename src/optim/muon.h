@@ -9,6 +9,7 @@
 // polynomial is the same, the rounding finer).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -23,6 +24,20 @@ struct MuonMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   double update_scale = 1.0;
+};
+
+// One unit's Muon matrices as this rank holds them. Under ZeRO stages 1-3 a rank holds one
+// shard of each unit: it moves the momentum of its elements, the ranks all-gather the unit's
+// proposed updates, and each rank orthogonalizes the matrices its shard overlaps and updates its
+// part of them. Without ZeRO partitions a rank holds every unit whole and gathers nothing.
+struct MuonUnit {
+  int64_t update_offset = 0;  // where this rank's elements of the unit start in step()'s buffers
+  int64_t local_begin = 0;    // the first of them, counted from the unit's first element
+  int64_t local_count = 0;    // how many (0: a shard of padding only)
+  // > 0: the elements each rank gives to the all-gather (ZeRO's shard; local_begin is then
+  // rank * gather_numel); 0: this rank holds the whole unit and gathers nothing.
+  int64_t gather_numel = 0;
+  std::vector<MuonMatrix> matrices;  // offsets counted from the unit's first element
 };
 
 struct MuonHyper {
@@ -45,6 +60,16 @@ inline constexpr double kNewtonSchulzEps = 1e-7;
 // cols, else [cols, cols]), so the result is the transpose of that of x^T, as the iteration
 // defines. Workspace: one more x and two Gram-sized matrices (MemoryCategory::kWorkspace).
 void newton_schulz_orthogonalize(backend::Backend& backend, Tensor& x, int steps);
+
+// Muon's momentum step over `count` elements of a matrix, and the update it proposes:
+// momentum (f32) = mu m + (1 - mu) g * grad_scale (the kMomentum kernel); update (f32) =
+// (1 - mu) g * grad_scale + mu m when nesterov, else m. `params` only gives the kernel its shape.
+void muon_momentum(backend::Backend& backend, Tensor& params, const Tensor& grads,
+                   Tensor& momentum, Tensor& update, const MuonHyper& muon, double grad_scale);
+// params (f32) -= lr * wd * params when `decay`, then params -= lr * scale * orthogonalized; with
+// `param_copy`, the new params are stored there too (rounded to its dtype).
+void muon_apply(backend::Backend& backend, Tensor& params, const Tensor& orthogonalized,
+                double lr, double weight_decay, bool decay, double scale, Tensor* param_copy);
 
 // One Muon update of one matrix (all views of `matrix.rows * matrix.cols` elements, contiguous):
 // momentum (f32) = m m + (1 - m) g * grad_scale; the update u (nesterov or not) is

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/error.h"
 #include "optim/json_params.h"
 
@@ -110,11 +111,13 @@ void Optimizer::read_muon(Optimizer& opt, JsonParams& p, const std::string& sour
 
 bool Optimizer::is_muon_type(const std::string& type) { return lower(type) == "muon"; }
 
-void Optimizer::set_muon_matrices(std::vector<MuonMatrix> matrices) {
-  std::sort(matrices.begin(), matrices.end(),
-            [](const MuonMatrix& a, const MuonMatrix& b) { return a.offset < b.offset; });
-  muon_matrices_ = std::move(matrices);
-  muon_matrices_set_ = true;
+void Optimizer::set_muon_units(std::vector<MuonUnit> units, comm::Comm* group) {
+  for (const MuonUnit& unit : units) {
+    ZERO_CHECK(unit.gather_numel == 0 || group != nullptr, "Muon units gather without a group");
+  }
+  muon_units_ = std::move(units);
+  muon_group_ = group;
+  muon_units_set_ = true;
 }
 
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const std::string& source) {
@@ -250,42 +253,113 @@ void Optimizer::step(backend::Backend& backend, Tensor& params,
   ++hyper_.step;
 }
 
+// A segment of step()'s pieces: where it starts in the update buffers, and where it came from.
+struct Optimizer::HeldRange {
+  int64_t start = 0;
+  int64_t length = 0;
+  size_t piece = 0;
+  backend::ParamSegment segment;
+};
+
 void Optimizer::muon_step(backend::Backend& backend, Tensor& params,
                           std::span<const backend::UpdatePiece> pieces, std::span<Tensor> state,
                           const backend::OptimizerHyper& hyper, Tensor* param_copy) {
-  ZERO_CHECK(muon_matrices_set_, "Muon's step before set_muon_matrices");
+  ZERO_CHECK(muon_units_set_, "Muon's step before set_muon_units");
   const double ratio = hyper.lr / muon_reference_lr_;
+  std::vector<HeldRange> ranges;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    for (const backend::ParamSegment& segment : pieces[i].segments) {
+      ranges.push_back({pieces[i].offset + segment.offset, segment.length, i, segment});
+    }
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const HeldRange& a, const HeldRange& b) { return a.start < b.start; });
+  // Where the matrices' held pieces start: every other segment is the auxiliary AdamW's.
+  std::vector<int64_t> muon_starts;
+  for (const MuonUnit& unit : muon_units_) {
+    for (const MuonMatrix& m : unit.matrices) {
+      const int64_t lo = std::max(m.offset, unit.local_begin);
+      const int64_t hi = std::min(m.offset + m.rows * m.cols, unit.local_begin + unit.local_count);
+      if (lo < hi) muon_starts.push_back(unit.update_offset + lo - unit.local_begin);
+    }
+  }
+  std::sort(muon_starts.begin(), muon_starts.end());
   backend::OptimizerHyper adam = hyper;
   adam.lr = adam_lr_ * ratio;
-  const double muon_lr = muon_lr_ * ratio;
   for (const backend::UpdatePiece& piece : pieces) {
     backend::UpdatePiece adam_piece{piece.offset, piece.grads, {}};
     for (const backend::ParamSegment& segment : piece.segments) {
-      const int64_t start = piece.offset + segment.offset;
-      const auto matrix = std::lower_bound(
-          muon_matrices_.begin(), muon_matrices_.end(), start,
-          [](const MuonMatrix& m, int64_t offset) { return m.offset < offset; });
-      if (matrix == muon_matrices_.end() || matrix->offset != start) {
+      if (!std::binary_search(muon_starts.begin(), muon_starts.end(),
+                              piece.offset + segment.offset)) {
         adam_piece.segments.push_back(segment);
-        continue;
       }
-      const int64_t n = matrix->rows * matrix->cols;
-      ZERO_CHECK(segment.length == n, "Muon matrix at " << start << " of " << n
-                                                        << " elements split into a segment of "
-                                                        << segment.length);
-      Tensor p = params.view(start, {n});
-      Tensor m = state[0].view(start, {n});
-      Tensor copy;
-      if (param_copy != nullptr) copy = param_copy->view(start, {n});
-      muon_update_matrix(backend, *matrix, p, piece.grads.view(segment.offset, {n}), m,
-                         muon_hyper_, muon_lr, hyper.weight_decay, segment.weight_decay,
-                         hyper.grad_scale, param_copy != nullptr ? &copy : nullptr);
     }
     if (!adam_piece.segments.empty()) {
       update_pieces(backend, backend::OptimizerKind::kAdam, params,
                     std::span<const backend::UpdatePiece>(&adam_piece, 1), state, adam,
                     param_copy);
     }
+  }
+  for (const MuonUnit& unit : muon_units_) {
+    muon_unit_step(backend, unit, params, pieces, ranges, state, muon_lr_ * ratio, hyper,
+                   param_copy);
+  }
+}
+
+void Optimizer::muon_unit_step(backend::Backend& backend, const MuonUnit& unit, Tensor& params,
+                               std::span<const backend::UpdatePiece> pieces,
+                               const std::vector<HeldRange>& ranges, std::span<Tensor> state,
+                               double lr, const backend::OptimizerHyper& hyper,
+                               Tensor* param_copy) {
+  const bool gathers = unit.gather_numel > 0;
+  const int world = gathers ? muon_group_->world_size() : 1;
+  const int64_t unit_elements = gathers ? unit.gather_numel * world : unit.local_count;
+  ZERO_CHECK(!gathers || unit.local_begin == muon_group_->rank() * unit.gather_numel,
+             "Muon unit shard at " << unit.local_begin << " on rank " << muon_group_->rank());
+  // The unit's proposed updates in its own layout (element e of the unit at e); only the
+  // matrices' elements are written and read, the rest stays zero.
+  Tensor updates = backend.zeros({unit_elements}, DType::kF32, MemoryCategory::kWorkspace);
+  struct Held {
+    const MuonMatrix* matrix;
+    int64_t lo;     // first held element, counted from the unit's first
+    int64_t count;  // held elements
+    const HeldRange* range;
+  };
+  std::vector<Held> held;
+  for (const MuonMatrix& m : unit.matrices) {
+    const int64_t lo = std::max(m.offset, unit.local_begin);
+    const int64_t hi = std::min(m.offset + m.rows * m.cols, unit.local_begin + unit.local_count);
+    if (lo >= hi) continue;
+    const int64_t start = unit.update_offset + lo - unit.local_begin;
+    const auto range = std::lower_bound(
+        ranges.begin(), ranges.end(), start,
+        [](const HeldRange& r, int64_t offset) { return r.start < offset; });
+    ZERO_CHECK(range != ranges.end() && range->start == start && range->length == hi - lo,
+               "Muon matrix piece at " << start << " of " << hi - lo
+                                       << " elements is not one optimizer segment");
+    held.push_back({&m, lo, hi - lo, &*range});
+    Tensor p = params.view(start, {hi - lo});
+    Tensor m_view = state[0].view(start, {hi - lo});
+    Tensor u = updates.view(lo, {hi - lo});
+    const backend::UpdatePiece& piece = pieces[range->piece];
+    muon_momentum(backend, p, piece.grads.view(range->segment.offset, {hi - lo}), m_view, u,
+                  muon_hyper_, hyper.grad_scale);
+  }
+  if (gathers) {
+    Tensor mine = updates.view(unit.local_begin, {unit.gather_numel});
+    muon_group_->all_gather(mine, updates);
+  }
+  for (const Held& h : held) {
+    const MuonMatrix& m = *h.matrix;
+    Tensor matrix = updates.view(m.offset, {m.rows, m.cols});
+    newton_schulz_orthogonalize(backend, matrix, muon_hyper_.ns_steps);
+    const int64_t start = h.range->start;
+    Tensor p = params.view(start, {h.count});
+    Tensor copy;
+    if (param_copy != nullptr) copy = param_copy->view(start, {h.count});
+    muon_apply(backend, p, updates.view(h.lo, {h.count}), lr, hyper.weight_decay,
+               h.range->segment.weight_decay, m.update_scale,
+               param_copy != nullptr ? &copy : nullptr);
   }
 }
 

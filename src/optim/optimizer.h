@@ -96,16 +96,18 @@ class Optimizer {
   const std::vector<std::string>& notes() const { return notes_; }
 
   // ---- Muon -------------------------------------------------------------------------------
-  // Muon updates the matrices set by set_muon_matrices (optim/muon.h) and runs AdamW with bias
+  // Muon updates the matrices set by set_muon_units (optim/muon.h) and runs AdamW with bias
   // correction on every other element (DeepSpeed's MuonWithAuxAdam). State: exp_avg is Muon's
   // momentum on the matrices and Adam's first moment elsewhere; exp_avg_sq is Adam's second
   // moment (unused, zero, on the matrices). The schedule's lr scales both groups' learning rates
   // by lr / base_lr(), so muon_lr and adam_lr keep their ratio through warm-up and decay.
   bool is_muon() const { return muon_; }
   static bool is_muon_type(const std::string& type);
-  // The matrices, by their offsets in the flat buffer step() updates; every segment starting
-  // at one of them must cover it whole. Required before the first Muon step.
-  void set_muon_matrices(std::vector<MuonMatrix> matrices);
+  // The units holding Muon matrices, as this rank holds them, and the group that gathers the
+  // units' updates (ZeRO's data-parallel group; it must outlive this; may be null when no unit
+  // gathers). Each piece of a matrix this rank holds must be exactly one segment of step()'s.
+  // Required before the first Muon step.
+  void set_muon_units(std::vector<MuonUnit> units, comm::Comm* group);
   double muon_lr() const { return muon_lr_; }
   double adam_lr() const { return adam_lr_; }
   const MuonHyper& muon_hyper() const { return muon_hyper_; }
@@ -154,8 +156,16 @@ class Optimizer {
   double muon_lr_ = 0.0;
   double adam_lr_ = 0.0;
   double muon_reference_lr_ = 0.0;  // the lr the schedule starts from (base_lr())
-  bool muon_matrices_set_ = false;
-  std::vector<MuonMatrix> muon_matrices_;  // sorted by offset
+  bool muon_units_set_ = false;
+  std::vector<MuonUnit> muon_units_;
+  comm::Comm* muon_group_ = nullptr;
+  // One unit's Muon update (muon_step): momentum of the pieces held here, the gather, the
+  // orthogonalization of the overlapped matrices and their update.
+  struct HeldRange;
+  void muon_unit_step(backend::Backend& backend, const MuonUnit& unit, Tensor& params,
+                      std::span<const backend::UpdatePiece> pieces,
+                      const std::vector<HeldRange>& ranges, std::span<Tensor> state,
+                      double lr, const backend::OptimizerHyper& hyper, Tensor* param_copy);
 };
 
 }  // namespace zero::optim

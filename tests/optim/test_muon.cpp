@@ -202,7 +202,7 @@ TEST(Muon, StepsTheMatricesWithMuonAndTheRestWithAdamW) {
   auto opt = Optimizer::create(
       {"Muon", {{"lr", 0.02}, {"adam_lr", 0.004}, {"weight_decay", 0.1}}}, "optimizer");
   opt->init_state(cpu, n);
-  opt->set_muon_matrices(matrices);
+  opt->set_muon_units({MuonUnit{0, 0, n, 0, matrices}}, nullptr);
   ReferenceMuon ref;
   ref.p = random_values(n, 11u);
   ref.m.assign(n, 0.0);
