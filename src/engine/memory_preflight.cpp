@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/checked_math.h"
 #include "core/error.h"
@@ -55,6 +57,34 @@ std::string host_fixes(const MemoryNeed& need) {
   return fix;
 }
 
+}  // namespace
+
+int64_t muon_step_workspace_bytes(const model::TransformerConfig& c) {
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
+  // The block's matrices as [rows, cols]; GPT-2 fuses q, k and v, Llama's MLP gates.
+  std::vector<std::pair<int64_t, int64_t>> matrices;
+  if (c.family == model::ModelFamily::kGpt2) {
+    matrices = {{q + 2 * kv, h}, {h, q}, {inter, h}, {h, inter}};
+  } else {
+    matrices = {{q, h}, {kv, h}, {kv, h}, {h, q}, {inter, h}, {inter, h}, {h, inter}};
+  }
+  int64_t block = checked_product({8, h}, kWhat);  // norms and biases, generously
+  int64_t largest = 0, largest_gram = 0;
+  for (const auto& [rows, cols] : matrices) {
+    const int64_t elements = checked_product({rows, cols}, kWhat);
+    block = checked_sum(block, elements, kWhat);
+    largest = std::max(largest, elements);
+    largest_gram = std::max(largest_gram, checked_product({std::min(rows, cols),
+                                                           std::min(rows, cols)}, kWhat));
+  }
+  const int64_t elements =
+      checked_sum(checked_sum(block, largest, kWhat), checked_product({2, largest_gram}, kWhat),
+                  kWhat);
+  return checked_product({4, elements}, kWhat);
+}
+
+namespace {
+
 MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPreflightRequest& r,
                     const sharding::ZeroOptions& options) {
   // What one rank of the largest pipeline stage and its tensor-parallel slice holds, ZeRO
@@ -100,6 +130,9 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   const int64_t in_flight =
       sharding::micro_batches_in_flight(r.pipeline_stages, r.gradient_accumulation);
   need.activation_bytes = checked_product({activations.peak_bytes, in_flight}, kWhat);
+  if (r.muon) {
+    need.activation_bytes = std::max(need.activation_bytes, muon_step_workspace_bytes(config));
+  }
   need.checkpoint_host_bytes = checked_product({activations.host_bytes, in_flight}, kWhat);
 
   if (options.offload_optimizer != sharding::OffloadDevice::kNone) {

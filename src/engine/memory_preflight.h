@@ -44,7 +44,14 @@ struct MemoryPreflightRequest {
   // OneBitAdam on more than one rank: its error-feedback buffers, f32 worker errors for every
   // parameter and server errors for 1/world of them (comm/compressed_all_reduce.h).
   bool onebit_compression = false;
+  // Muon: its step orthogonalizes one transformer block's matrices at a time, in f32 workspace
+  // (the block's proposed updates, and Newton-Schulz's second matrix and two Gram matrices). The
+  // step runs after backward has freed the activations, so the larger of the two counts.
+  bool muon = false;
 };
+
+// The workspace bytes of Muon's step on `config`'s largest block (MemoryPreflightRequest::muon).
+int64_t muon_step_workspace_bytes(const model::TransformerConfig& config);
 
 // A device with memory of its own (a GPU) that the run's tensors live on. Without one (the CPU
 // backend, the simulated device) every byte of the estimate is host memory.

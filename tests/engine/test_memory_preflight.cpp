@@ -105,6 +105,26 @@ TEST(MemoryPreflight, OneBitAdamAddsItsErrorBuffers) {
             estimate_training_memory(config, adam).model_state_bytes);
 }
 
+// Muon's step workspace: GPT-2 124M's block (c_attn [2304, 768], attn c_proj [768, 768], c_fc
+// [3072, 768], mlp c_proj [768, 3072], norms and biases counted as 8 x 768), plus the largest
+// matrix again (Newton-Schulz's second buffer) and two 768 x 768 Gram matrices, in f32. It
+// counts only where it exceeds the activations, which the step follows.
+TEST(MemoryPreflight, MuonCountsItsStepWorkspaceWhereItExceedsTheActivations) {
+  const model::TransformerConfig config = model::preset_config("gpt2-124m");
+  const int64_t block = 8 * 768 + 2304 * 768 + 768 * 768 + 3072 * 768 + 768 * 3072;
+  const int64_t expected = 4 * (block + 3072 * 768 + 2 * 768 * 768);
+  EXPECT_EQ(muon_step_workspace_bytes(config), expected);
+  MemoryPreflightRequest adam;
+  adam.seq_len = 1;
+  MemoryPreflightRequest muon = adam;
+  muon.muon = true;
+  EXPECT_LT(estimate_training_memory(config, adam).activation_bytes, expected);
+  EXPECT_EQ(estimate_training_memory(config, muon).activation_bytes, expected);
+  adam.seq_len = muon.seq_len = 1024;
+  EXPECT_EQ(estimate_training_memory(config, muon).activation_bytes,
+            estimate_training_memory(config, adam).activation_bytes);
+}
+
 TEST(MemoryPreflight, OverflowingSizesAreRefusedFastWithTheFlags) {
   const model::TransformerConfig config = model::preset_config("gpt2-124m");
   MemoryPreflightRequest r;
