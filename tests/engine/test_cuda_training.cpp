@@ -1,9 +1,9 @@
 // The device-clean training proofs (test_device_clean_training.cpp) re-run on the CUDA backend:
-// the tiny GPT-2 and Llama models train 3 steps on the GPU and on the CPU oracle with losses and
-// parameters within tolerance, the step reads the device once and uploads only the batch, and
-// no cudaMalloc happens once the step repeats; 50 bf16 steps of the tiny Llama stay within 1% of
-// the CPU at every step; a GPU checkpoint resumes bit-exactly on the GPU and loads on the CPU.
-// Skipped without a GPU.
+// the tiny GPT-2 and Llama models train 3 steps (AdamW, or Muon) on the GPU and on the CPU
+// oracle with losses and parameters within tolerance, the step reads the device once and
+// uploads only the batch, and no cudaMalloc happens once the step repeats; 50 bf16 steps of the
+// tiny Llama stay within 1% of the CPU at every step; a GPU checkpoint resumes bit-exactly on
+// the GPU and loads on the CPU. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -37,12 +37,13 @@ struct Variant {
   bool bf16;
   bool checkpointing;
   bool cpu_checkpointing = false;  // checkpointed inputs kept in pinned host memory
+  bool muon = false;               // the Muon optimizer instead of AdamW
 };
 
 void PrintTo(const Variant& v, std::ostream* os) {
   *os << v.family << " stage " << v.stage << (v.bf16 ? " bf16" : "")
       << (v.checkpointing ? " checkpointing" : "")
-      << (v.cpu_checkpointing ? " on the host" : "");
+      << (v.cpu_checkpointing ? " on the host" : "") << (v.muon ? " muon" : "");
 }
 
 // The tokens of one optimizer step: `accumulation` micro-batches of `micro` sequences of
@@ -57,6 +58,10 @@ EngineSettings settings_for(const Variant& v, const StepShape& shape = {}) {
   EngineSettings s = zero_settings(v.stage, shape.micro, shape.accumulation, 1);
   s.bf16.enabled = v.bf16;
   s.activation_checkpointing.cpu_checkpointing = v.cpu_checkpointing;
+  if (v.muon) {
+    s.optimizer_type = "Muon";
+    s.optimizer_params = {{"lr", 2e-2}, {"adam_lr", 5e-3}, {"weight_decay", 0.01}};
+  }
   return s;
 }
 
@@ -123,7 +128,7 @@ void expect_gpu_tracks_cpu(const Variant& v) {
     gpu_run = train(gpu, v, 3);
   }
   // f32: every op agrees to f32 rounding (different summation orders), amplified a little by
-  // 3 Adam steps: 1e-4 relative on the loss. bf16: one bf16 rounding unit (2^-8) per stored
+  // 3 Adam (or Muon) steps: 1e-4 relative on the loss. bf16: one bf16 rounding unit (2^-8) per stored
   // activation, compounded through the layers: 2e-2 relative.
   std::ostringstream where;
   PrintTo(v, &where);
@@ -298,12 +303,16 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaTraining,
                          ::testing::Values(Variant{"gpt2", 0, false, false},
                                            Variant{"llama", 0, false, true},
                                            Variant{"gpt2", 2, true, false},
-                                           Variant{"llama", 3, true, false}),
+                                           Variant{"llama", 3, true, false},
+                                           // Muon: Newton-Schulz through cuBLASLt products.
+                                           Variant{"llama", 0, false, false, false, true},
+                                           Variant{"gpt2", 2, true, false, false, true}),
                          [](const ::testing::TestParamInfo<Variant>& param_info) {
                            const Variant& v = param_info.param;
                            return v.family + "_stage" + std::to_string(v.stage) +
                                   (v.bf16 ? "_bf16" : "") +
-                                  (v.checkpointing ? "_checkpointing" : "");
+                                  (v.checkpointing ? "_checkpointing" : "") +
+                                  (v.muon ? "_muon" : "");
                          });
 
 }  // namespace
