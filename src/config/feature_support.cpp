@@ -6,8 +6,9 @@
 // gradient accumulation and communication in fp32, bf16 or fp16. Each row below is
 // a setting that asks for something else; delete a row when its feature lands.
 //
-// Built since: prescale_gradients, gradient_predivide_factor, zero_optimization.reduce_scatter
-// false, the csv_monitor and tensorboard monitors, every activation_checkpointing key
+// Built since: the OneBitAdam and Muon optimizers, prescale_gradients,
+// gradient_predivide_factor, zero_optimization.reduce_scatter false, the csv_monitor and
+// tensorboard monitors, every activation_checkpointing key
 // (model/activation_checkpointer.h), optimizer and parameter offload to CPU memory and NVMe
 // (partial optimizer offload, ratio < 1, to CPU memory), pipeline and tensor parallelism.
 // Not gated on purpose: the aio section (only NVMe offload reads it),

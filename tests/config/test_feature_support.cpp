@@ -103,6 +103,9 @@ TEST(FeatureSupport, EachUnbuiltFeatureIsNamed) {
   const Case cases[] = {
       {R"("optimizer": {"type": "ZeroOneAdam"})", "optimizer.type"},
       {R"("optimizer": {"type": "SGD"})", "optimizer.type"},
+      // Muon trains at every stage; its step does not run on the offloaded CPU Adam.
+      {R"("optimizer": {"type": "Muon"}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}})",
+       "zero_optimization.offload_optimizer.device"},
       {R"("scheduler": {"type": "CosineAnnealingLR"})", "scheduler.type"},
       {R"("bf16": {"enabled": true, "immediate_grad_update": true}, "zero_optimization": {"stage": 2})",
        "bf16.immediate_grad_update"},
