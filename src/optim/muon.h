@@ -15,10 +15,10 @@
 
 namespace zero::optim {
 
-// One weight matrix Muon updates: where its elements start in the flat parameter buffer, its
-// shape in zero.cpp's layout (row-major [rows, cols]) and the factor its orthogonalized update
-// is multiplied by, sqrt(max(1, r / c)) for the [r, c] shape DeepSpeed sees (the Hugging Face
-// tensor's, which is [cols, rows] for GPT-2's Conv1D weights).
+// One weight matrix Muon updates: where its elements start (counted from its unit's first
+// element in a MuonUnit), its shape in zero.cpp's layout (row-major [rows, cols]) and the factor
+// its orthogonalized update is multiplied by, sqrt(max(1, r / c)) for the [r, c] shape DeepSpeed
+// sees (the Hugging Face tensor's, which is [cols, rows] for GPT-2's Conv1D weights).
 struct MuonMatrix {
   int64_t offset = 0;  // elements
   int64_t rows = 0;
@@ -61,9 +61,10 @@ inline constexpr double kNewtonSchulzEps = 1e-7;
 // defines. Workspace: one more x and two Gram-sized matrices (MemoryCategory::kWorkspace).
 void newton_schulz_orthogonalize(backend::Backend& backend, Tensor& x, int steps);
 
-// Muon's momentum step over `count` elements of a matrix, and the update it proposes:
-// momentum (f32) = mu m + (1 - mu) g * grad_scale (the kMomentum kernel); update (f32) =
-// (1 - mu) g * grad_scale + mu m when nesterov, else m. `params` only gives the kernel its shape.
+// Muon's momentum step over some elements of a matrix (views of one length), and the update it
+// proposes: momentum (f32) = mu m + (1 - mu) g * grad_scale (the kMomentum kernel); update (f32)
+// = (1 - mu) g * grad_scale + mu m when nesterov, else m. `params` only gives the kernel its
+// shape. grads may be f32, bf16 or f16.
 void muon_momentum(backend::Backend& backend, Tensor& params, const Tensor& grads,
                    Tensor& momentum, Tensor& update, const MuonHyper& muon, double grad_scale);
 // params (f32) -= lr * wd * params when `decay`, then params -= lr * scale * orthogonalized; with
@@ -71,11 +72,9 @@ void muon_momentum(backend::Backend& backend, Tensor& params, const Tensor& grad
 void muon_apply(backend::Backend& backend, Tensor& params, const Tensor& orthogonalized,
                 double lr, double weight_decay, bool decay, double scale, Tensor* param_copy);
 
-// One Muon update of one matrix (all views of `matrix.rows * matrix.cols` elements, contiguous):
-// momentum (f32) = m m + (1 - m) g * grad_scale; the update u (nesterov or not) is
-// orthogonalized and scaled by matrix.update_scale; params (f32) -= lr * wd * params when
-// `decay`, then params -= lr * u. grads may be f32, bf16 or f16. With `param_copy`, the updated
-// params are also stored there rounded to its dtype.
+// One Muon update of one whole matrix held by one rank (all views of `matrix.rows *
+// matrix.cols` elements, contiguous; matrix.offset is not read): muon_momentum, the update
+// orthogonalized, then muon_apply with matrix.update_scale.
 void muon_update_matrix(backend::Backend& backend, const MuonMatrix& matrix, Tensor& params,
                         const Tensor& grads, Tensor& momentum, const MuonHyper& muon, double lr,
                         double weight_decay, bool decay, double grad_scale, Tensor* param_copy);

@@ -1,9 +1,10 @@
 // Optimizer: DeepSpeed's basic optimizers (Adam, AdamW, Lamb, Lion, Adagrad), 1-bit Adam
-// (OneBitAdam) and Muon over one flat f32 parameter buffer, with their state in accounted buffers (MemoryCategory::kOptimizer) of f32, or
-// of bf16 with bf16.bf16_optimizer_states. The elementwise math runs through
-// Backend::optimizer_update in f32 (bf16 states are widened for the update and rounded back to
-// nearest-even, as a GPU kernel reading and writing bf16 does); this class owns the
-// hyper-parameters with DeepSpeed's names and defaults, the step count and the state.
+// (OneBitAdam) and Muon over one flat f32 parameter buffer, with their state in accounted
+// buffers (MemoryCategory::kOptimizer) of f32, or of bf16 with bf16.bf16_optimizer_states. The
+// elementwise math runs through Backend::optimizer_update in f32 (bf16 states are widened for
+// the update and rounded back to nearest-even, as a GPU kernel reading and writing bf16 does);
+// this class owns the hyper-parameters with DeepSpeed's names and defaults, the step count and
+// the state.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -130,7 +130,9 @@ TEST(MuonEngine, CheckpointResumesBitForBit) {
   for (int step = 0; step < 3; ++step) train_step(straight, step, 0, kSeqLen);
   straight.save_checkpoint(dir.string());
   std::vector<double> expected;
-  for (int step = 3; step < 6; ++step) expected.push_back(train_step(straight, step, 0, kSeqLen)[0]);
+  for (int step = 3; step < 6; ++step) {
+    expected.push_back(train_step(straight, step, 0, kSeqLen)[0]);
+  }
 
   Engine resumed(small_model("llama", cpu), settings, self);
   resumed.load_checkpoint(dir.string());
