@@ -124,14 +124,6 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
                                                 precision, gradient_prescale, settings_.aio);
-  if (settings_.zero.offload_optimizer.device == config::OffloadDevice::kNvme) {
-    // ZeRO-Infinity: the state lives in files; only staging buffers are in host memory.
-    nvme_state_ = std::make_unique<NvmeOptimizerState>(
-        settings_.aio, settings_.zero.offload_optimizer, settings_.zero.sub_group_size, comm_.rank(),
-        optimizer_->state_names(), zero_->update_numel(), model_->backend().pinned_host_allocator());
-  } else {
-    optimizer_->init_state(zero_->optimizer_backend(), zero_->update_numel(), zero_->precision().states);
-  }
   if (optimizer_->is_muon()) {
     // Stage 0 updates the model's flat buffers; stages 1-3 this rank's partition, whose
     // matrices' updates the ZeRO group gathers unit by unit.
@@ -139,6 +131,14 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
                                    ? muon_units(*model_)
                                    : muon_units(*model_, zero_->layout()),
                                &comm_);
+  }
+  if (settings_.zero.offload_optimizer.device == config::OffloadDevice::kNvme) {
+    // ZeRO-Infinity: the state lives in files; only staging buffers are in host memory.
+    nvme_state_ = std::make_unique<NvmeOptimizerState>(
+        settings_.aio, settings_.zero.offload_optimizer, settings_.zero.sub_group_size, comm_.rank(),
+        optimizer_->state_names(), zero_->update_numel(), model_->backend().pinned_host_allocator());
+  } else {
+    optimizer_->init_state(zero_->optimizer_backend(), zero_->update_numel(), zero_->precision().states);
   }
   if (zero_->offloads_optimizer()) {
     cpu_step_ = std::make_unique<offload::CpuOptimizerStep>(optimizer_->kind());

@@ -254,7 +254,7 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
                     ", the config asks for " + settings_.optimizer_type +
                     "; resume with the same optimizer type");
   }
-  for (const auto& [state_name, buffer] : optimizer_state_tensors()) {
+  for (const std::string& state_name : optimizer_->state_names()) {
     if (!state.has_state_name(state_name)) {
       throw FileError(state.source + ": the checkpoint has no optimizer state \"" + state_name +
                       "\" (optimizer.state_names), which " + settings_.optimizer_type +
@@ -312,6 +312,7 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   }
   if (nvme_state_) nvme_state_->write_all(optimizer_state);
   if (partial_) partial_->upload_state(optimizer_state);
+  optimizer_->states_loaded(optimizer_state);
   if (optimizer_->is_onebit()) {
     load_onebit_errors(*optimizer_, comm_, folder.string(), zero_->update_segments());
   }

@@ -59,15 +59,31 @@ std::string host_fixes(const MemoryNeed& need) {
 
 }  // namespace
 
-int64_t muon_step_workspace_bytes(const model::TransformerConfig& c) {
+namespace {
+
+// A transformer block's matrices as [rows, cols] (what Muon orthogonalizes); GPT-2 fuses q, k
+// and v, Llama's MLP gates.
+std::vector<std::pair<int64_t, int64_t>> block_matrices(const model::TransformerConfig& c) {
   const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
-  // The block's matrices as [rows, cols]; GPT-2 fuses q, k and v, Llama's MLP gates.
-  std::vector<std::pair<int64_t, int64_t>> matrices;
   if (c.family == model::ModelFamily::kGpt2) {
-    matrices = {{q + 2 * kv, h}, {h, q}, {inter, h}, {h, inter}};
-  } else {
-    matrices = {{q, h}, {kv, h}, {kv, h}, {h, q}, {inter, h}, {inter, h}, {h, inter}};
+    return {{q + 2 * kv, h}, {h, q}, {inter, h}, {h, inter}};
   }
+  return {{q, h}, {kv, h}, {kv, h}, {h, q}, {inter, h}, {inter, h}, {h, inter}};
+}
+
+}  // namespace
+
+int64_t muon_matrix_params(const model::TransformerConfig& c) {
+  int64_t block = 0;
+  for (const auto& [rows, cols] : block_matrices(c)) {
+    block = checked_sum(block, checked_product({rows, cols}, kWhat), kWhat);
+  }
+  return checked_product({block, c.num_layers}, kWhat);
+}
+
+int64_t muon_step_workspace_bytes(const model::TransformerConfig& c) {
+  const std::vector<std::pair<int64_t, int64_t>> matrices = block_matrices(c);
+  const int64_t h = c.hidden_size;
   int64_t block = checked_product({8, h}, kWhat);  // norms and biases, generously
   int64_t largest = 0, largest_gram = 0;
   for (const auto& [rows, cols] : matrices) {
@@ -103,7 +119,13 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
   // (With pipeline or tensor parallelism a rank builds only its stage's slice.)
   const int64_t whole_model =
       r.builds_partitioned ? 0 : checked_product({shape.total_params, 2, r.param_bytes}, kWhat);
-  need.model_state_bytes = std::max(partitioned, whole_model);
+  // Muon keeps no second moment on the blocks' matrices: 4 bytes fewer each, partitioned with
+  // the optimizer states from stage 1 on.
+  const int64_t muon_saving =
+      r.muon ? checked_product({muon_matrix_params(config), 4}, kWhat) /
+                   (r.zero_stage >= 1 ? r.world_size : 1)
+             : 0;
+  need.model_state_bytes = std::max(partitioned - muon_saving, whole_model);
   if (r.onebit_compression && r.world_size > 1) {
     const int64_t worker = checked_product({shape.total_params, 4}, kWhat);
     need.model_state_bytes =

@@ -44,11 +44,16 @@ struct MemoryPreflightRequest {
   // OneBitAdam on more than one rank: its error-feedback buffers, f32 worker errors for every
   // parameter and server errors for 1/world of them (comm/compressed_all_reduce.h).
   bool onebit_compression = false;
-  // Muon: its step orthogonalizes one transformer block's matrices at a time, in f32 workspace
-  // (the block's proposed updates, and Newton-Schulz's second matrix and two Gram matrices). The
-  // step runs after backward has freed the activations, so the larger of the two counts.
+  // Muon: the blocks' matrices keep one optimizer state instead of Adam's two (4 bytes an
+  // element fewer), and its step orthogonalizes one transformer block's matrices at a time, in
+  // f32 workspace (the block's proposed updates, and Newton-Schulz's second matrix and two Gram
+  // matrices). The step runs after backward has freed the activations, so the larger of the two
+  // counts.
   bool muon = false;
 };
+
+// The elements of the transformer blocks' matrices (the ones Muon orthogonalizes).
+int64_t muon_matrix_params(const model::TransformerConfig& config);
 
 // The workspace bytes of Muon's step on `config`'s largest block (MemoryPreflightRequest::muon).
 int64_t muon_step_workspace_bytes(const model::TransformerConfig& config);

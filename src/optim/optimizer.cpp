@@ -1,6 +1,8 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <cctype>
 #include <string>
 #include <vector>
@@ -118,6 +120,51 @@ void Optimizer::set_muon_units(std::vector<MuonUnit> units, comm::Comm* group) {
   muon_units_ = std::move(units);
   muon_group_ = group;
   muon_units_set_ = true;
+  muon_held_.clear();
+  muon_held_elements_ = 0;
+  for (const MuonUnit& unit : muon_units_) {
+    for (const MuonMatrix& m : unit.matrices) {
+      const int64_t lo = std::max(m.offset, unit.local_begin);
+      const int64_t hi = std::min(m.offset + m.rows * m.cols, unit.local_begin + unit.local_count);
+      if (lo >= hi) continue;
+      muon_held_.emplace_back(unit.update_offset + lo - unit.local_begin, hi - lo);
+      muon_held_elements_ += hi - lo;
+    }
+  }
+  std::sort(muon_held_.begin(), muon_held_.end());
+}
+
+int64_t Optimizer::compact_offset(int64_t x) const {
+  int64_t before = 0;
+  for (const auto& [start, length] : muon_held_) {
+    if (start >= x) break;
+    ZERO_CHECK(start + length <= x, "element " << x << " lies inside a Muon matrix");
+    before += length;
+  }
+  return x - before;
+}
+
+std::vector<std::pair<int64_t, int64_t>> Optimizer::adam_runs() const {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  int64_t at = 0;
+  for (const auto& [start, length] : muon_held_) {
+    if (start > at) runs.emplace_back(at, start - at);
+    at = start + length;
+  }
+  if (state_numel_ > at) runs.emplace_back(at, state_numel_ - at);
+  return runs;
+}
+
+void Optimizer::states_loaded(const std::vector<std::pair<std::string, Tensor>>& loaded) {
+  if (!muon_) return;
+  for (const auto& [name, expanded] : loaded) {
+    if (name != "exp_avg_sq") continue;
+    ZERO_CHECK(expanded.numel() == state_numel_, "expanded second moment of " << expanded.numel());
+    for (const auto& [start, length] : adam_runs()) {
+      Tensor compact = state_[1].view(compact_offset(start), {length});
+      state_backend_->copy(compact, expanded.view(start, {length}));
+    }
+  }
 }
 
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerSpec& spec, const std::string& source) {
@@ -191,8 +238,18 @@ void Optimizer::init_state(backend::Backend& backend, int64_t numel, DType dtype
   }
   state_.clear();
   compression_.reset();
+  state_numel_ = numel;
+  state_backend_ = &backend;
   for (size_t i = 0; i < state_names_.size(); ++i) {
-    state_.push_back(backend.zeros({numel}, dtype, MemoryCategory::kOptimizer));
+    int64_t elements = numel;
+    if (muon_ && i == 1) {
+      // Muon's matrices keep no second moment.
+      ZERO_CHECK(muon_units_set_, "Muon's state before set_muon_units");
+      ZERO_CHECK(muon_held_.empty() || muon_held_.back().first + muon_held_.back().second <= numel,
+                 "Muon matrices beyond the " << numel << " update elements");
+      elements = numel - muon_held_elements_;
+    }
+    state_.push_back(backend.zeros({elements}, dtype, MemoryCategory::kOptimizer));
   }
 }
 
@@ -274,31 +331,49 @@ void Optimizer::muon_step(backend::Backend& backend, Tensor& params,
   }
   std::sort(ranges.begin(), ranges.end(),
             [](const HeldRange& a, const HeldRange& b) { return a.start < b.start; });
-  // Where the matrices' held pieces start: every other segment is the auxiliary AdamW's.
-  std::vector<int64_t> muon_starts;
-  for (const MuonUnit& unit : muon_units_) {
-    for (const MuonMatrix& m : unit.matrices) {
-      const int64_t lo = std::max(m.offset, unit.local_begin);
-      const int64_t hi = std::min(m.offset + m.rows * m.cols, unit.local_begin + unit.local_count);
-      if (lo < hi) muon_starts.push_back(unit.update_offset + lo - unit.local_begin);
-    }
-  }
-  std::sort(muon_starts.begin(), muon_starts.end());
+  // Every segment that is not a matrix's held piece is the auxiliary AdamW's. Consecutive ones
+  // with no matrix between them update in one call: their elements are consecutive in the
+  // compact second moment too.
   backend::OptimizerHyper adam = hyper;
   adam.lr = adam_lr_ * ratio;
   for (const backend::UpdatePiece& piece : pieces) {
-    backend::UpdatePiece adam_piece{piece.offset, piece.grads, {}};
-    for (const backend::ParamSegment& segment : piece.segments) {
-      if (!std::binary_search(muon_starts.begin(), muon_starts.end(),
-                              piece.offset + segment.offset)) {
-        adam_piece.segments.push_back(segment);
+    std::vector<backend::ParamSegment> segments(piece.segments.begin(), piece.segments.end());
+    std::sort(segments.begin(), segments.end(),
+              [](const backend::ParamSegment& a, const backend::ParamSegment& b) {
+                return a.offset < b.offset;
+              });
+    std::vector<backend::ParamSegment> run;  // offsets relative to run.front()
+    int64_t run_start = 0, run_end = 0;
+    auto flush = [&] {
+      if (run.empty()) return;
+      const int64_t n = run_end - run_start;
+      Tensor p = params.view(run_start, {n});
+      Tensor g = piece.grads.view(run_start - piece.offset, {n});
+      std::array<Tensor, 2> run_state{state[0].view(run_start, {n}),
+                                      state[1].view(compact_offset(run_start), {n})};
+      if (param_copy != nullptr) {
+        Tensor copy = param_copy->view(run_start, {n});
+        backend.optimizer_update_with_copy(backend::OptimizerKind::kAdam, p, g, run_state, run,
+                                           adam, copy);
+      } else {
+        backend.optimizer_update(backend::OptimizerKind::kAdam, p, g, run_state, run, adam);
       }
+      run.clear();
+    };
+    for (const backend::ParamSegment& segment : segments) {
+      const int64_t start = piece.offset + segment.offset;
+      const auto held = std::lower_bound(muon_held_.begin(), muon_held_.end(),
+                                         std::pair<int64_t, int64_t>{start, 0});
+      if (held != muon_held_.end() && held->first == start) continue;  // a matrix's piece
+      // A matrix between the run and this segment ends the run.
+      if (!run.empty() && held != muon_held_.begin() && std::prev(held)->first >= run_end) {
+        flush();
+      }
+      if (run.empty()) run_start = start;
+      run.push_back({start - run_start, segment.length, segment.weight_decay});
+      run_end = start + segment.length;
     }
-    if (!adam_piece.segments.empty()) {
-      update_pieces(backend, backend::OptimizerKind::kAdam, params,
-                    std::span<const backend::UpdatePiece>(&adam_piece, 1), state, adam,
-                    param_copy);
-    }
+    flush();
   }
   for (const MuonUnit& unit : muon_units_) {
     muon_unit_step(backend, unit, params, pieces, ranges, state, muon_lr_ * ratio, hyper,
@@ -423,7 +498,20 @@ void Optimizer::set_compression_group(comm::Comm* group) {
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (size_t i = 0; i < state_.size(); ++i) out.emplace_back(state_names_[i], state_[i]);
+  for (size_t i = 0; i < state_.size(); ++i) {
+    if (muon_ && i == 1) {
+      // The compact second moment at its elements' places, zero on the matrices.
+      Tensor expanded =
+          state_backend_->zeros({state_numel_}, state_[i].dtype(), MemoryCategory::kWorkspace);
+      for (const auto& [start, length] : adam_runs()) {
+        Tensor place = expanded.view(start, {length});
+        state_backend_->copy(place, state_[i].view(compact_offset(start), {length}));
+      }
+      out.emplace_back(state_names_[i], expanded);
+    } else {
+      out.emplace_back(state_names_[i], state_[i]);
+    }
+  }
   return out;
 }
 

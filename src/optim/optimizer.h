@@ -99,16 +99,22 @@ class Optimizer {
   // ---- Muon -------------------------------------------------------------------------------
   // Muon updates the matrices set by set_muon_units (optim/muon.h) and runs AdamW with bias
   // correction on every other element (DeepSpeed's MuonWithAuxAdam). State: exp_avg is Muon's
-  // momentum on the matrices and Adam's first moment elsewhere; exp_avg_sq is Adam's second
-  // moment (unused, zero, on the matrices). The schedule's lr scales both groups' learning rates
-  // by lr / base_lr(), so muon_lr and adam_lr keep their ratio through warm-up and decay.
+  // momentum on the matrices and Adam's first moment elsewhere; exp_avg_sq, Adam's second
+  // moment, is held only for the elements outside the matrices (state_buffers()[1] is that
+  // compact buffer; state_tensors() expands it to full length, zero on the matrices, and
+  // states_loaded() takes a loaded expansion back). The schedule's lr scales both groups'
+  // learning rates by lr / base_lr(), so muon_lr and adam_lr keep their ratio through warm-up and
+  // decay.
   bool is_muon() const { return muon_; }
   static bool is_muon_type(const std::string& type);
   // The units holding Muon matrices, as this rank holds them, and the group that gathers the
   // units' updates (ZeRO's data-parallel group; it must outlive this; may be null when no unit
   // gathers). Each piece of a matrix this rank holds must be exactly one segment of step()'s.
-  // Required before the first Muon step.
+  // Required before init_state().
   void set_muon_units(std::vector<MuonUnit> units, comm::Comm* group);
+  // After a checkpoint was loaded into the tensors state_tensors() returned: takes them over
+  // (Muon's expanded second moment back into its compact buffer; nothing for the others).
+  void states_loaded(const std::vector<std::pair<std::string, Tensor>>& loaded);
   double muon_lr() const { return muon_lr_; }
   double adam_lr() const { return adam_lr_; }
   const MuonHyper& muon_hyper() const { return muon_hyper_; }
@@ -160,6 +166,16 @@ class Optimizer {
   bool muon_units_set_ = false;
   std::vector<MuonUnit> muon_units_;
   comm::Comm* muon_group_ = nullptr;
+  // The matrices' pieces this rank holds, [start, start + length) in update coordinates, sorted,
+  // and the elements they cover: what the compact second moment leaves out.
+  std::vector<std::pair<int64_t, int64_t>> muon_held_;
+  int64_t muon_held_elements_ = 0;
+  int64_t state_numel_ = 0;
+  backend::Backend* state_backend_ = nullptr;
+  // Where update element x (outside the matrices) sits in the compact second moment.
+  int64_t compact_offset(int64_t x) const;
+  // The runs of update elements outside the matrices: [start, start + length), in order.
+  std::vector<std::pair<int64_t, int64_t>> adam_runs() const;
   // One unit's Muon update (muon_step): momentum of the pieces held here, the gather, the
   // orthogonalization of the overlapped matrices and their update.
   struct HeldRange;

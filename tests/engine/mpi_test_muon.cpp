@@ -4,9 +4,13 @@
 // momentum of its shard only; the ranks all-gather each unit's proposed updates, and every rank
 // orthogonalizes the matrices its shard overlaps (the same values, so the same bits on every
 // rank) and updates its part of them. The all-gathers are counted: on top of AdamW's at the
-// same stage, one f32 gather of each transformer block's padded unit a step.
+// same stage, one f32 gather of each transformer block's padded unit a step. A checkpoint taken
+// at N ranks and stage 2 resumes at one rank and stage 0, bit for bit.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +21,7 @@
 
 namespace zero::engine {
 namespace {
+namespace fs = std::filesystem;
 using namespace zero_test;
 
 constexpr int kSteps = 5;
@@ -85,6 +90,43 @@ INSTANTIATE_TEST_SUITE_P(StagesAndModels, MuonEquivalence,
                            return std::get<0>(param_info.param) + "_stage" +
                                   std::to_string(std::get<1>(param_info.param));
                          });
+
+fs::path job_directory(comm::Comm& world, const std::string& name) {
+  const long job = static_cast<long>(world.all_reduce_scalar(
+      world.rank() == 0 ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax));
+  return fs::temp_directory_path() / (name + "_" + std::to_string(job));
+}
+
+// A checkpoint of N ranks at stage 2 (each rank's shard of the momentum and of the compact
+// second moment, expanded to the partition) loads into one rank at stage 0, which then takes
+// the N-rank run's next steps bit for bit.
+TEST(MuonCheckpoint, ReshardsFromNRanksAtStageTwoToOneRankAtStageZero) {
+  comm::Comm& world = comm::world();
+  const int n = world.world_size();
+  const fs::path dir = job_directory(world, "zero_muon_reshard");
+  backend::CpuBackend cpu;
+  Engine sharded(small_model("llama", cpu), muon_settings(2, 1, n), world);
+  for (int step = 0; step < 3; ++step) train_step(sharded, step, world.rank(), kSeqLen);
+  sharded.save_checkpoint(dir.string());
+  std::vector<double> expected;
+  for (int step = 3; step < 5; ++step) {
+    expected.push_back(train_step(sharded, step, world.rank(), kSeqLen)[0]);
+  }
+  const std::vector<float> expected_params = to_vector(sharded.gather_parameters());
+
+  backend::CpuBackend one_cpu;
+  comm::SelfComm self;
+  Engine whole(small_model("llama", one_cpu), muon_settings(0, n, 1), self);
+  whole.load_checkpoint(dir.string());
+  for (int step = 3; step < 5; ++step) {
+    EXPECT_EQ(train_step(whole, step, 0, kSeqLen)[static_cast<size_t>(world.rank())],
+              expected[static_cast<size_t>(step - 3)])
+        << "step " << step;
+  }
+  EXPECT_EQ(to_vector(whole.gather_parameters()), expected_params);
+  world.barrier();
+  if (world.rank() == 0) fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace zero::engine

@@ -108,8 +108,9 @@ TEST(MemoryPreflight, OneBitAdamAddsItsErrorBuffers) {
 // Muon's step workspace: GPT-2 124M's block (c_attn [2304, 768], attn c_proj [768, 768], c_fc
 // [3072, 768], mlp c_proj [768, 3072], norms and biases counted as 8 x 768), plus the largest
 // matrix again (Newton-Schulz's second buffer) and two 768 x 768 Gram matrices, in f32. It
-// counts only where it exceeds the activations, which the step follows.
-TEST(MemoryPreflight, MuonCountsItsStepWorkspaceWhereItExceedsTheActivations) {
+// counts only where it exceeds the activations, which the step follows. Its state is 4 bytes an
+// element smaller on the matrices.
+TEST(MemoryPreflight, MuonCountsItsStateAndItsStepWorkspace) {
   const model::TransformerConfig config = model::preset_config("gpt2-124m");
   const int64_t block = 8 * 768 + 2304 * 768 + 768 * 768 + 3072 * 768 + 768 * 3072;
   const int64_t expected = 4 * (block + 3072 * 768 + 2 * 768 * 768);
@@ -123,6 +124,19 @@ TEST(MemoryPreflight, MuonCountsItsStepWorkspaceWhereItExceedsTheActivations) {
   adam.seq_len = muon.seq_len = 1024;
   EXPECT_EQ(estimate_training_memory(config, muon).activation_bytes,
             estimate_training_memory(config, adam).activation_bytes);
+  // No second moment on the matrices: 12 blocks' worth of 4 bytes fewer, half of that per rank
+  // at stage 1 on 2 ranks (where the partitioned states still exceed the whole model's
+  // parameters and gradients that every rank builds first).
+  const int64_t matrices = 12 * (block - 8 * 768);
+  EXPECT_EQ(muon_matrix_params(config), matrices);
+  EXPECT_EQ(estimate_training_memory(config, adam).model_state_bytes -
+                estimate_training_memory(config, muon).model_state_bytes,
+            4 * matrices);
+  adam.zero_stage = muon.zero_stage = 1;
+  adam.world_size = muon.world_size = adam.ranks_on_this_machine = muon.ranks_on_this_machine = 2;
+  EXPECT_EQ(estimate_training_memory(config, adam).model_state_bytes -
+                estimate_training_memory(config, muon).model_state_bytes,
+            4 * matrices / 2);
 }
 
 TEST(MemoryPreflight, OverflowingSizesAreRefusedFastWithTheFlags) {

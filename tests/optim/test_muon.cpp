@@ -201,8 +201,9 @@ TEST(Muon, StepsTheMatricesWithMuonAndTheRestWithAdamW) {
   const int64_t n = 130;
   auto opt = Optimizer::create(
       {"Muon", {{"lr", 0.02}, {"adam_lr", 0.004}, {"weight_decay", 0.1}}}, "optimizer");
-  opt->init_state(cpu, n);
   opt->set_muon_units({MuonUnit{0, 0, n, 0, matrices}}, nullptr);
+  opt->init_state(cpu, n);
+  ASSERT_EQ(opt->state_buffers()[1].numel(), 10) << "the second moment of the bias only";
   ReferenceMuon ref;
   ref.p = random_values(n, 11u);
   ref.m.assign(n, 0.0);
@@ -229,10 +230,67 @@ TEST(Muon, StepsTheMatricesWithMuonAndTheRestWithAdamW) {
       ASSERT_NEAR(opt->state_buffers()[0].data<float>()[i], ref.m[i], 1e-6) << i;
     }
   }
-  for (int64_t i = 0; i < 120; ++i) {
-    ASSERT_EQ(opt->state_buffers()[1].data<float>()[i], 0.0f) << "no variance on matrices";
+  // Checkpoints see the second moment at full length, zero on the matrices.
+  const auto tensors = opt->state_tensors();
+  ASSERT_EQ(tensors.size(), 2u);
+  EXPECT_EQ(tensors[0].second.numel(), n);
+  ASSERT_EQ(tensors[1].first, "exp_avg_sq");
+  ASSERT_EQ(tensors[1].second.numel(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = tensors[1].second.data<float>()[i];
+    if (i < 120) {
+      ASSERT_EQ(v, 0.0f) << "no second moment on the matrices, element " << i;
+    } else {
+      ASSERT_NEAR(v, ref.v[i], 1e-7) << i;
+      ASSERT_EQ(v, opt->state_buffers()[1].data<float>()[i - 120]) << i;
+    }
+  }
+  // And a loaded expansion goes back into the compact buffer.
+  for (int64_t i = 120; i < n; ++i) tensors[1].second.data<float>()[i] = static_cast<float>(i);
+  opt->states_loaded(tensors);
+  for (int64_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(opt->state_buffers()[1].data<float>()[i], static_cast<float>(120 + i)) << i;
   }
   EXPECT_EQ(opt->step_count(), 3);
+}
+
+// Adam's elements between matrices: each run of them updates against its own place in the
+// compact second moment (a bias before, between and after two matrices).
+TEST(Muon, AdamRunsBetweenMatricesKeepTheirOwnSecondMoment) {
+  backend::CpuBackend cpu;
+  const std::vector<MuonMatrix> matrices = {{3, 2, 4, 1.0}, {13, 4, 2, std::sqrt(2.0)}};
+  // [0,3) bias | [3,11) matrix | [11,13) bias | [13,21) matrix | [21,24) bias
+  const std::vector<backend::ParamSegment> segments = {
+      {0, 3, false}, {3, 8, true}, {11, 2, false}, {13, 8, true}, {21, 3, false}};
+  const int64_t n = 24;
+  auto opt = Optimizer::create({"Muon", {{"lr", 0.02}, {"adam_lr", 0.01}}}, "optimizer");
+  opt->set_muon_units({MuonUnit{0, 0, n, 0, matrices}}, nullptr);
+  opt->init_state(cpu, n);
+  ASSERT_EQ(opt->state_buffers()[1].numel(), 8);
+  ReferenceMuon ref;
+  ref.p.assign(n, 0.5);
+  ref.m.assign(n, 0.0);
+  ref.v.assign(n, 0.0);
+  Tensor p = Tensor::zeros_host({n}, DType::kF32), g = Tensor::zeros_host({n}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i) p.data<float>()[i] = 0.5f;
+  const std::vector<backend::ParamSegment> adam_segments = {
+      {0, 3, false}, {11, 2, false}, {21, 3, false}};
+  for (int step = 1; step <= 2; ++step) {
+    std::vector<double> grads(n);
+    for (int64_t i = 0; i < n; ++i) {
+      g.data<float>()[i] = 0.1f * static_cast<float>((i * 7 + step) % 11) - 0.5f;
+      grads[i] = g.data<float>()[i];
+    }
+    opt->step(cpu, p, g, segments, 0.02);
+    ref.update(grads, matrices, adam_segments, 0.02, 0.01, 0.95, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(p.data<float>()[i], ref.p[i], 1e-5) << "step " << step << " element " << i;
+    }
+  }
+  const int64_t compact_of[] = {0, 1, 2, 11, 12, 21, 22, 23};
+  for (int64_t c = 0; c < 8; ++c) {
+    EXPECT_NEAR(opt->state_buffers()[1].data<float>()[c], ref.v[compact_of[c]], 1e-7) << c;
+  }
 }
 
 TEST(Muon, WithoutNesterovTheUpdateIsTheOrthogonalizedMomentum) {
