@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <iterator>
 #include <cctype>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -342,7 +342,7 @@ void Optimizer::muon_step(backend::Backend& backend, Tensor& params,
               [](const backend::ParamSegment& a, const backend::ParamSegment& b) {
                 return a.offset < b.offset;
               });
-    std::vector<backend::ParamSegment> run;  // offsets relative to run.front()
+    std::vector<backend::ParamSegment> run;  // offsets relative to run_start
     int64_t run_start = 0, run_end = 0;
     auto flush = [&] {
       if (run.empty()) return;
