@@ -158,6 +158,8 @@ TEST(Muon, ScaleByInverseNormDividesByTheDeviceNorm) {
 struct ReferenceMuon {
   std::vector<double> p, m, v;
   int64_t step = 0;
+  int ns_steps = 5;
+  bool nesterov = true;
 
   void update(const std::vector<double>& g, const std::vector<MuonMatrix>& matrices,
               const std::vector<backend::ParamSegment>& adam_segments, double muon_lr,
@@ -169,9 +171,9 @@ struct ReferenceMuon {
       for (int64_t i = 0; i < n; ++i) {
         const int64_t e = mat.offset + i;
         m[e] = momentum * m[e] + (1.0 - momentum) * g[e];
-        u[i] = (1.0 - momentum) * g[e] + momentum * m[e];
+        u[i] = nesterov ? (1.0 - momentum) * g[e] + momentum * m[e] : m[e];
       }
-      const std::vector<double> o = newton_schulz_reference(u, mat.rows, mat.cols, 5);
+      const std::vector<double> o = newton_schulz_reference(u, mat.rows, mat.cols, ns_steps);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t e = mat.offset + i;
         p[e] = p[e] * (1.0 - muon_lr * wd) - muon_lr * mat.update_scale * o[i];
@@ -227,6 +229,7 @@ TEST(Muon, StepsTheMatricesWithMuonAndTheRestWithAdamW) {
     for (int64_t i = 0; i < n; ++i) {
       // Muon elements: the orthogonalization's f32 error times lr; Adam's: f32 rounding.
       ASSERT_NEAR(p.data<float>()[i], ref.p[i], 1e-5) << "step " << step << " element " << i;
+      // The momentum, O(1): a few f32 roundings of three elementwise steps.
       ASSERT_NEAR(opt->state_buffers()[0].data<float>()[i], ref.m[i], 1e-6) << i;
     }
   }
@@ -241,7 +244,7 @@ TEST(Muon, StepsTheMatricesWithMuonAndTheRestWithAdamW) {
     if (i < 120) {
       ASSERT_EQ(v, 0.0f) << "no second moment on the matrices, element " << i;
     } else {
-      ASSERT_NEAR(v, ref.v[i], 1e-7) << i;
+      ASSERT_NEAR(v, ref.v[i], 1e-7) << i;  // O(0.1) second moment: f32 rounding
       ASSERT_EQ(v, opt->state_buffers()[1].data<float>()[i - 120]) << i;
     }
   }
@@ -284,12 +287,49 @@ TEST(Muon, AdamRunsBetweenMatricesKeepTheirOwnSecondMoment) {
     opt->step(cpu, p, g, segments, 0.02);
     ref.update(grads, matrices, adam_segments, 0.02, 0.01, 0.95, 0.0);
     for (int64_t i = 0; i < n; ++i) {
+      // As above: lr times the orthogonalization's f32 error, or f32 rounding.
       ASSERT_NEAR(p.data<float>()[i], ref.p[i], 1e-5) << "step " << step << " element " << i;
     }
   }
+  // The second moments (O(0.1)): f32 rounding.
   const int64_t compact_of[] = {0, 1, 2, 11, 12, 21, 22, 23};
   for (int64_t c = 0; c < 8; ++c) {
     EXPECT_NEAR(opt->state_buffers()[1].data<float>()[c], ref.v[compact_of[c]], 1e-7) << c;
+  }
+}
+
+// momentum, nesterov and ns_steps from the config reach the step.
+TEST(Muon, TheConfiguredMomentumNesterovAndStepsAreUsed) {
+  backend::CpuBackend cpu;
+  const std::vector<MuonMatrix> matrices = {{0, 4, 6, 1.0}};
+  const std::vector<backend::ParamSegment> segments = {{0, 24, true}, {24, 4, false}};
+  const int64_t n = 28;
+  auto opt = Optimizer::create(
+      {"Muon", {{"lr", 0.02}, {"momentum", 0.8}, {"nesterov", false}, {"ns_steps", 2}}},
+      "optimizer");
+  opt->set_muon_units({MuonUnit{0, 0, n, 0, matrices}}, nullptr);
+  opt->init_state(cpu, n);
+  ReferenceMuon ref;
+  ref.ns_steps = 2;
+  ref.nesterov = false;
+  ref.p.assign(n, 0.25);
+  ref.m.assign(n, 0.0);
+  ref.v.assign(n, 0.0);
+  Tensor p = Tensor::zeros_host({n}, DType::kF32), g = Tensor::zeros_host({n}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i) p.data<float>()[i] = 0.25f;
+  for (int step = 1; step <= 2; ++step) {
+    std::vector<double> grads(n);
+    for (int64_t i = 0; i < n; ++i) {
+      g.data<float>()[i] = std::cos(0.71f * static_cast<float>(i + 3 * step));
+      grads[i] = g.data<float>()[i];
+    }
+    opt->step(cpu, p, g, segments, 0.02);
+    // Without lr or adam_lr, the Adam half takes lr too.
+    ref.update(grads, matrices, {{24, 4, false}}, 0.02, 0.02, 0.8, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      // As above: lr times the orthogonalization's f32 error, or f32 rounding.
+      ASSERT_NEAR(p.data<float>()[i], ref.p[i], 1e-5) << "step " << step << " element " << i;
+    }
   }
 }
 
@@ -307,6 +347,7 @@ TEST(Muon, WithoutNesterovTheUpdateIsTheOrthogonalizedMomentum) {
   std::vector<double> momentum(32);
   for (int i = 0; i < 32; ++i) momentum[i] = 0.5 * static_cast<float>(grads[i]);
   const std::vector<double> o = newton_schulz_reference(momentum, 4, 8, 5);
+  // lr 0.1 times the orthogonalization's f32 error (kOrthogonalizeTolerance).
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(p.data<float>()[i], -0.1 * o[i], 1e-5) << i;
 }
 
