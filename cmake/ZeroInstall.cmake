@@ -2,7 +2,7 @@
 include(CMakePackageConfigHelpers)
 install(DIRECTORY src/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zero FILES_MATCHING PATTERN "*.h")
 install(TARGETS zero zero_core zero_backend zero_config zero_comm zero_optim zero_data zero_model zero_io zero_sharding
-  zero_engine zero_pipeline zero_offload zero_openblas zero_warnings
+  zero_engine zero_generation zero_pipeline zero_offload zero_openblas zero_warnings
   EXPORT zeroTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

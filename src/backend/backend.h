@@ -294,6 +294,20 @@ class Backend {
                                   const Tensor& out, const Tensor& lse, double scale,
                                   int64_t window) = 0;
 
+  // ---- attention over a key/value cache (generation: model/kv_cache.h) ------------------------
+  // cache[B, S, KVH, D] (contiguous) positions position .. position + T - 1 of every sequence =
+  // x[B, T, KVH, D] (dims 0-2 of x may be strided, D contiguous; x has cache's dtype). ShapeError
+  // when position < 0 or position + T > S (the cache is full) or the shapes disagree.
+  virtual void kv_cache_write(Tensor& cache, const Tensor& x, int64_t position) = 0;
+  // out[B, Tq, H, D] = causal attention of q[B, Tq, H, D] over the first key_count positions of
+  // k_cache and v_cache [B, S, KVH, D] (contiguous, Tq <= key_count <= S): query row i sits at
+  // position key_count - Tq + i and sees the keys at or before it (within `window` as
+  // attention_forward). q and out: dims 0-2 may be strided, D contiguous. Nothing is kept for a
+  // backward. Matches attention_forward's rows when q is the last Tq rows of the keys' sequence.
+  virtual void attention_forward_cached(Tensor& out, const Tensor& q, const Tensor& k_cache,
+                                        const Tensor& v_cache, int64_t key_count, double scale,
+                                        int64_t window) = 0;
+
   // ---- loss ----------------------------------------------------------------------------------
   // Fused softmax + cross-entropy over logits[N,V] with targets[N] (i32/i64). losses[N]
   // (dtype of logits) gets -log softmax(logits)[target] (0 where target == ignore_index).

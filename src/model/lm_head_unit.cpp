@@ -56,7 +56,39 @@ Tensor& LmHeadUnit::head_grad() {
   return tied_embedding_ != nullptr ? tied_embedding_->grad : grad(head_index_);
 }
 
+Tensor LmHeadUnit::last_position_logits(StepContext& ctx, const Tensor& x) {
+  auto& be = ctx.backend;
+  if (ctx.training || tp_.enabled()) {
+    throw UnsupportedError("the next-token logits serve inference on a whole head, not training "
+                           "or tensor parallelism");
+  }
+  const int64_t batch = ctx.batch.batch_size();
+  const int64_t seq_len = ctx.batch.seq_len();
+  const int64_t hidden = x.size(1);
+  Tensor last = x;
+  if (seq_len > 1) {
+    // Rows T-1, 2T-1, ... gathered as an embedding lookup with x as the table (the ids are
+    // uploaded once per prompt length, a counted copy).
+    if (!last_rows_.defined() || last_rows_seq_len_ != seq_len || last_rows_.numel() != batch) {
+      Tensor ids = Tensor::zeros_host({batch}, DType::kI64);
+      for (int64_t b = 0; b < batch; ++b) ids.data<int64_t>()[b] = (b + 1) * seq_len - 1;
+      last_rows_ = be.empty({batch}, DType::kI64, MemoryCategory::kOther);
+      be.copy_from_host(last_rows_, ids.raw_data());
+      last_rows_seq_len_ = seq_len;
+    }
+    last = be.empty({batch, hidden}, x.dtype(), MemoryCategory::kActivations);
+    be.embedding_forward(last, last_rows_, x, false);
+  }
+  Tensor bias = norm_.has_bias() ? param(norm_bias_) : Tensor();
+  Tensor h = norm_.forward(be, last, param(norm_weight_), norm_.has_bias() ? &bias : nullptr,
+                           false);
+  Tensor logits = be.empty({batch, vocab_size_}, x.dtype(), MemoryCategory::kActivations);
+  be.linear_forward(logits, h, head_weight(), nullptr);
+  return logits;
+}
+
 Tensor LmHeadUnit::forward(StepContext& ctx, const Tensor& x) {
+  if (ctx.kv_cache != nullptr) return last_position_logits(ctx, x);
   auto& be = ctx.backend;
   const int64_t rows = x.size(0);
   const DType dt = x.dtype();

@@ -6,6 +6,9 @@
 // ctx.sequence_tiling.logits_shards resolving to N > 1 the head + loss run tiled
 // (model/tiled_logits_loss.h, exact rows): no [B*T, V] buffer.
 //
+// Generation (StepContext::kv_cache set): the head returns the logits [B, V] of each sequence's
+// last position (activation dtype, on the device) instead of the loss; no targets are read.
+//
 // Tensor parallelism (model/vocab_parallel.h): built with a layout of size tp, the head weight
 // (or the tied embedding's slice) holds this rank's vocabulary rows; the logits are this rank's
 // columns only, the loss is combined over ctx.tensor_group without gathering a row, and the
@@ -33,6 +36,8 @@ class LmHeadUnit final : public Unit {
   std::vector<const Parameter*> borrowed_parameters() const override;
 
  private:
+  // Generation (ctx.kv_cache set): the logits [B, V] of each sequence's last position of x.
+  Tensor last_position_logits(StepContext& ctx, const Tensor& x);
   Tensor& head_weight();
   comm::Comm* tensor_group(const StepContext& ctx) const;  // checked against the layout
   Tensor& head_grad();
@@ -44,6 +49,8 @@ class LmHeadUnit final : public Unit {
   size_t norm_weight_ = 0, norm_bias_ = 0, head_index_ = 0;
   Parameter* tied_embedding_;
   Tensor x_, h_, dlogits_;
+  Tensor last_rows_;  // generation: ids of each sequence's last row, for T = last_rows_seq_len_
+  int64_t last_rows_seq_len_ = 0;
   TiledFusedLogitsLoss tiled_;
 };
 

@@ -145,6 +145,41 @@ double Model::forward_backward(const Batch& batch, double loss_grad) {
   return loss;
 }
 
+Tensor Model::next_token_logits(const Tensor& tokens, KvCache& cache) {
+  ZERO_CHECK(finalized(), "next_token_logits() before finalize()");
+  if ((sequence_group_ != nullptr && sequence_group_->world_size() > 1) ||
+      (tensor_group_ != nullptr && tensor_group_->world_size() > 1)) {
+    throw UnsupportedError("generation runs a whole model on one rank; this one is split over "
+                           "sequence or tensor parallel ranks");
+  }
+  if (tokens.dim() != 2 || tokens.size(0) != cache.batch_size()) {
+    throw ShapeError("next_token_logits: tokens " + tokens.describe() + " for a cache of " +
+                     std::to_string(cache.batch_size()) + " sequences; pass [B, T] ids");
+  }
+  if (tokens.size(1) < 1 || tokens.size(1) > cache.capacity() - cache.length()) {
+    throw ShapeError("next_token_logits: " + std::to_string(tokens.size(1)) + " new positions after " +
+                     std::to_string(cache.length()) + " do not fit the cache's " +
+                     std::to_string(cache.capacity()));
+  }
+  const DType activations = activation_dtype_.value_or(param_dtype_);
+  if (cache.dtype() != activations) {
+    throw ShapeError(std::string("next_token_logits: the cache holds ") +
+                     dtype_name(cache.dtype()) + " but the model's activations are " +
+                     dtype_name(activations) + "; make the cache in the activation dtype");
+  }
+  Batch batch{tokens, Tensor::zeros_host(tokens.shape(), DType::kI64)};
+  for (int64_t i = 0; i < batch.targets.numel(); ++i) batch.targets.data<int64_t>()[i] = kIgnoreIndex;
+  StepContext ctx{backend_, batch};
+  ctx.training = false;
+  ctx.kv_cache = &cache;
+  ctx.sequence_offset = cache.length();
+  ctx.device_batch = upload_batch(
+      backend_, batch, config_ ? std::optional<int64_t>(config_->vocab_size) : std::nullopt);
+  Tensor logits = forward_stage(ctx, Tensor());
+  for (auto& unit : units_) unit->release_activations();
+  return logits;
+}
+
 double Model::evaluate(const Batch& batch) {
   StepContext ctx{backend_, batch};
   ctx.training = false;

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "model/activation_checkpointer.h"
+#include "model/kv_cache.h"
 #include "model/transformer_config.h"
 #include "model/unit.h"
 #include "model/unit_value_source.h"
@@ -72,6 +73,13 @@ class Model {
   double forward_backward(const Batch& batch, double loss_grad = 1.0);
   // Loss without keeping anything for backward.
   double evaluate(const Batch& batch);
+  // Generation (model/kv_cache.h): runs every unit on `tokens` (host i32/i64 [B, T], ids checked
+  // against the vocabulary) at positions cache.length() .. cache.length() + T - 1, appending
+  // every block's keys and values to `cache`, and returns the logits [B, V] of each sequence's
+  // last position (on the device, in the activation dtype). The caller advances the cache.
+  // UnsupportedError on a model split over sequence or tensor groups; ShapeError when the cache
+  // was made for another batch size or has no room for T more positions.
+  Tensor next_token_logits(const Tensor& tokens, KvCache& cache);
   // Zeroes the flat gradient buffer (a no-op once it was released).
   void zero_grad();
 

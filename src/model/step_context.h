@@ -14,6 +14,8 @@ class Comm;
 
 namespace zero::model {
 
+class KvCache;
+
 inline constexpr int64_t kIgnoreIndex = -100;  // targets equal to this contribute no loss
 
 // One micro-batch of token ids on the host: tokens and targets are i32 or i64 [B, T];
@@ -76,6 +78,11 @@ struct StepContext {
   // Tensor parallelism (set by Model from Model::tensor_group(); model/tensor_parallel.h): the
   // ranks that each hold a part of every block's heads and MLP width (null: whole blocks).
   comm::Comm* tensor_group = nullptr;
+  // Generation (Model::next_token_logits, model/kv_cache.h): when set, the step runs at positions
+  // kv_cache->length() .. (sequence_offset), each block appends its keys and values to the cache
+  // and attends over every cached position, and the head returns the logits [B, V] of each
+  // sequence's last position instead of the loss. Inference only: training is false.
+  KvCache* kv_cache = nullptr;
 };
 
 }  // namespace zero::model

@@ -5,12 +5,15 @@
 
 #include "comm/comm.h"
 #include "core/check.h"
+#include "core/error.h"
+#include "model/kv_cache.h"
 
 namespace zero::model {
 
 TransformerBlock::TransformerBlock(const TransformerConfig& config, int64_t layer_index,
                                    const TensorParallelLayout& tensor_parallel)
     : Unit("block" + std::to_string(layer_index)),
+      layer_index_(layer_index),
       tp_(tensor_parallel),
       tp_heads_(tensor_parallel_heads(config.num_heads, config.num_kv_heads, tensor_parallel)),
       config_(tensor_parallel_block_config(config, tensor_parallel)),
@@ -116,9 +119,11 @@ const RopeTable& TransformerBlock::rope_for(backend::Backend& backend, int64_t s
 }
 
 RopeTable TransformerBlock::rope_rows(backend::Backend& backend, int64_t first, int64_t seq_len,
-                                      DType dtype) {
-  const RopeTable& table = rope_for(backend, first + seq_len, dtype);
-  if (first == 0) return table;
+                                      DType dtype, int64_t table_len) {
+  ZERO_CHECK(table_len >= first + seq_len, "a rotary table of " << table_len << " rows for "
+                                               << "positions up to " << first + seq_len - 1);
+  const RopeTable& table = rope_for(backend, table_len, dtype);
+  if (first == 0 && table_len == seq_len) return table;
   const int64_t half = table.cos.size(1);
   return RopeTable{seq_len, table.cos.view(first * half, {seq_len, half}),
                    table.sin.view(first * half, {seq_len, half})};
@@ -200,6 +205,23 @@ MlpTensors TransformerBlock::mlp_grads() {
   return t;
 }
 
+void TransformerBlock::cached_attention(StepContext& ctx, Tensor& attn_heads, const Tensor& q,
+                                        const Tensor& k, const Tensor& v, double scale) {
+  if (ctx.training || sequence_split(ctx) || tp_.enabled()) {
+    throw UnsupportedError(name() + ": a key/value cache serves inference on whole blocks, not "
+                           "training, sequence parallelism or tensor parallelism");
+  }
+  KvCache& cache = *ctx.kv_cache;
+  ZERO_CHECK(ctx.sequence_offset == cache.length(),
+             "a step at position " << ctx.sequence_offset << " with " << cache.length()
+                                   << " positions cached");
+  auto& be = ctx.backend;
+  be.kv_cache_write(cache.keys(layer_index_), k, cache.length());
+  be.kv_cache_write(cache.values(layer_index_), v, cache.length());
+  be.attention_forward_cached(attn_heads, q, cache.keys(layer_index_), cache.values(layer_index_),
+                              cache.length() + seq_len_, scale, config_.sliding_window);
+}
+
 Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   auto& be = ctx.backend;
   batch_ = ctx.batch.batch_size();
@@ -227,7 +249,10 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   Tensor k = head_view(qkv, batch_, seq_len_, config_.q_dim(), kvh);
   Tensor v = head_view(qkv, batch_, seq_len_, config_.q_dim() + config_.kv_dim(), kvh);
   if (!config_.learned_positions) {
-    const RopeTable rope = rope_rows(be, ctx.sequence_offset, seq_len_, backend::stats_dtype(dt));
+    const int64_t table_len = ctx.kv_cache != nullptr ? ctx.kv_cache->capacity()
+                                                      : ctx.sequence_offset + seq_len_;
+    const RopeTable rope =
+        rope_rows(be, ctx.sequence_offset, seq_len_, backend::stats_dtype(dt), table_len);
     // q's and k's heads sit side by side in each qkv row: one launch rotates both.
     Tensor qk = head_view(qkv, batch_, seq_len_, 0, h + kvh);
     be.rope_apply(qk, rope.cos, rope.sin, false);
@@ -236,7 +261,9 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   Tensor attn_heads = attn.reshape({batch_, seq_len_, h, d});
   Tensor lse;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  if (sequence_split(ctx)) {
+  if (ctx.kv_cache != nullptr) {
+    cached_attention(ctx, attn_heads, q, k, v, scale);
+  } else if (sequence_split(ctx)) {
     // Ulysses: attention over the whole sequence with this rank's share of the heads.
     ulysses_.forward(be, *ctx.sequence_group, attn, qkv, batch_, h, kvh, d, scale,
                      config_.sliding_window, ctx.training);
@@ -315,7 +342,8 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   }
   d_attn = Tensor();
   if (!config_.learned_positions) {
-    const RopeTable rope = rope_rows(be, ctx.sequence_offset, seq_len_, backend::stats_dtype(dt));
+    const RopeTable rope = rope_rows(be, ctx.sequence_offset, seq_len_, backend::stats_dtype(dt),
+                                     ctx.sequence_offset + seq_len_);
     Tensor dqk = head_view(d_qkv, batch_, seq_len_, 0, h + kvh);  // dq's and dk's heads
     be.rope_apply(dqk, rope.cos, rope.sin, true);
   }

@@ -51,8 +51,14 @@ class TransformerBlock final : public Unit {
   void declare_gpt2_parameters(const std::string& prefix);
   void declare_llama_parameters(const std::string& prefix);
   const RopeTable& rope_for(backend::Backend& backend, int64_t seq_len, DType dtype);
-  // Rotary rows for positions first .. first + seq_len - 1 (views into rope_for's table).
-  RopeTable rope_rows(backend::Backend& backend, int64_t first, int64_t seq_len, DType dtype);
+  // Rotary rows for positions first .. first + seq_len - 1 (views into rope_for's table of
+  // table_len >= first + seq_len rows: generation asks for the cache's capacity, so the table is
+  // built once and not once per token).
+  RopeTable rope_rows(backend::Backend& backend, int64_t first, int64_t seq_len, DType dtype,
+                      int64_t table_len);
+  // Generation: appends k and v to ctx.kv_cache and attends q over the cache into attn_heads.
+  void cached_attention(StepContext& ctx, Tensor& attn_heads, const Tensor& q, const Tensor& k,
+                        const Tensor& v, double scale);
   // Views of q, k, v [B, T, heads, D] inside a fused [B*T, (H + 2 KVH) * D] buffer.
   Tensor head_view(const Tensor& fused, int64_t batch, int64_t seq_len, int64_t column,
                    int64_t heads) const;
@@ -67,6 +73,7 @@ class TransformerBlock final : public Unit {
                                const std::vector<Tensor>& before);
   std::vector<Tensor> replicated_kv_grads();
 
+  int64_t layer_index_;
   TensorParallelLayout tp_;
   TensorParallelHeads tp_heads_;
   TransformerConfig config_;  // this rank's part: heads and intermediate_size divided by tp

@@ -18,5 +18,6 @@ int run_estimate(const Args& args);
 int run_launch(const Args& args);
 int run_plot(const Args& args);
 int run_tokenize(const Args& args);
+int run_generate(const Args& args);
 
 }  // namespace zero::tools

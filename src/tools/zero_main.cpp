@@ -24,6 +24,7 @@ const char* kUsage =
     "  launch             run `zero ARGS` on N ranks under mpirun: zero launch -n N -- ARGS\n"
     "  plot               training curves as PNG or SVG: zero plot LOG.jsonl [...] -o curve.png\n"
     "  tokenize           text -> token ids (or --decode ids -> text) with a tokenizer.json\n"
+    "  generate           continue a prompt with a model (key/value cache, HF sampling)\n"
     "  forward-backward   one forward and backward pass on a random batch\n"
     "  help               this text\n"
     "\n"
@@ -57,6 +58,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "launch") return zero::tools::run_launch(args);
   if (command == "plot") return zero::tools::run_plot(args);
   if (command == "tokenize") return zero::tools::run_tokenize(args);
+  if (command == "generate") return zero::tools::run_generate(args);
   if (command == "forward-backward") return zero::tools::run_forward_backward(args);
   if (command == "help" || command == "-h" || command == "--help") {
     // `zero help COMMAND` is `zero COMMAND --help`.

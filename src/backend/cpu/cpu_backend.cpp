@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_activations.h"
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/cpu_cached_attention.h"
 #include "backend/cpu/cpu_cross_entropy.h"
 #include "backend/cpu/cpu_elementwise.h"
 #include "backend/cpu/cpu_embedding.h"
@@ -187,6 +188,22 @@ void CpuBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Te
   cpu::F32Twins t;
   cpu::attention_backward(t.out(dq), t.out(dk), t.out(dv), t.in(dout), t.in(q), t.in(k), t.in(v),
                           t.in(out), t.in(lse), scale, window);
+  t.finish();
+}
+
+void CpuBackend::kv_cache_write(Tensor& cache, const Tensor& x, int64_t position) {
+  cpu::kv_cache_write(cache, x, position);  // a copy: any dtype, no f32 twins
+}
+
+void CpuBackend::attention_forward_cached(Tensor& out, const Tensor& q, const Tensor& k_cache,
+                                          const Tensor& v_cache, int64_t key_count, double scale,
+                                          int64_t window) {
+  if (!any_16bit(out, q, k_cache, v_cache)) {
+    return cpu::attention_forward_cached(out, q, k_cache, v_cache, key_count, scale, window);
+  }
+  cpu::F32Twins t;
+  cpu::attention_forward_cached(t.out(out), t.in(q), t.in(k_cache), t.in(v_cache), key_count,
+                                scale, window);
   t.finish();
 }
 

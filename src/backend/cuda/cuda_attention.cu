@@ -55,7 +55,10 @@ struct ForwardParams {
   int64_t seq, heads, kv_heads, head_dim, window;
   float scale;
   Views q, k, v, out;
-  float* lse;
+  float* lse;  // null: not kept (attention over a key/value cache)
+  // Keys: key_seq rows of k and v; query row i sits at position query_offset + i. Plain causal
+  // self-attention has key_seq == seq and query_offset == 0.
+  int64_t key_seq, query_offset;
 };
 
 // grid: (query-row blocks, B * H).
@@ -82,16 +85,17 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, T* 
 #pragma unroll
   for (int t = 0; t < kDimsPerLane; ++t) acc[t] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  const int64_t last = min(p.seq - 1, i0 + kRowsPerBlock - 1);
-  const int64_t first = p.window > 0 ? max(int64_t{0}, i0 - p.window + 1) : 0;
+  // The block's queries see keys up to the last one's position (and from the first's window).
+  const int64_t last = min(p.key_seq - 1, p.query_offset + min(p.seq - 1, i0 + kRowsPerBlock - 1));
+  const int64_t first = p.window > 0 ? max(int64_t{0}, p.query_offset + i0 - p.window + 1) : 0;
   for (int64_t k0 = first / kTile * kTile; k0 <= last; k0 += kTile) {
     __syncthreads();  // the previous tile is no longer read
-    stage_tile(k_tile, kstride, k, p.k, b, k0, p.seq, g, D);
-    stage_tile(v_tile, static_cast<int>(D), v, p.v, b, k0, p.seq, g, D);
+    stage_tile(k_tile, kstride, k, p.k, b, k0, p.key_seq, g, D);
+    stage_tile(v_tile, static_cast<int>(D), v, p.v, b, k0, p.key_seq, g, D);
     __syncthreads();
     if (!active) continue;
     const int64_t j = k0 + lane;
-    const bool seen = j < p.seq && visible(i, j, p.window);
+    const bool seen = j < p.key_seq && visible(p.query_offset + i, j, p.window);
     const float s = seen ? p.scale * dot(q_rows + warp * D, k_tile + lane * kstride, D) : -INFINITY;
     const float m_new = fmaxf(m, warp_max(s));
     if (m_new == -INFINITY) continue;  // no key of this tile is visible yet
@@ -118,7 +122,7 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, T* 
     const int64_t d = lane + t * kWarp;
     if (d < D) store_f32(out, p.out.row(b, i, h) + d, acc[t] * inv);
   }
-  if (lane == 0) p.lse[(b * p.heads + h) * p.seq + i] = m + logf(l);
+  if (lane == 0 && p.lse != nullptr) p.lse[(b * p.heads + h) * p.seq + i] = m + logf(l);
 }
 
 // delta[b, h, i] = dout_i . out_i, one warp per row. grid: (row blocks, B * H).
@@ -297,14 +301,24 @@ unsigned row_blocks(int64_t seq) {
 
 void launch_attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.seq == 0) return;
-  if (mma_attention_supported(a, false)) {
+  const bool cached = a.key_seq != 0;  // the tensor-core kernels take only plain self-attention
+  if (!cached && mma_attention_supported(a, false)) {
     launch_attention_forward_mma(a, stream);
     return;
   }
-  ForwardParams p{
-      a.seq,   a.heads,           a.kv_heads,        a.head_dim,        a.window,
-      a.scale, Views{a.q_layout}, Views{a.k_layout}, Views{a.v_layout}, Views{a.out_layout},
-      a.lse};
+  ForwardParams p{a.seq,
+                  a.heads,
+                  a.kv_heads,
+                  a.head_dim,
+                  a.window,
+                  a.scale,
+                  Views{a.q_layout},
+                  Views{a.k_layout},
+                  Views{a.v_layout},
+                  Views{a.out_layout},
+                  a.lse,
+                  cached ? a.key_seq : a.seq,
+                  cached ? a.key_seq - a.seq : 0};
   const int64_t D = a.head_dim;
   const size_t shared =
       sizeof(float) * static_cast<size_t>(kRowsPerBlock * D + kTile * (D + 1) + kTile * D);

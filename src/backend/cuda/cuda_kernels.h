@@ -165,7 +165,10 @@ struct AttentionArgs {
   HeadLayout q_layout, k_layout, v_layout;
   void* out = nullptr;
   HeadLayout out_layout;
-  float* lse = nullptr;  // [B, H, T]
+  float* lse = nullptr;  // [B, H, T]; may be null with key_seq > 0
+  // Attention over a key/value cache (Backend::attention_forward_cached, forward only): k and v
+  // hold key_seq > 0 positions and the seq queries are the last of them. 0: self-attention.
+  int64_t key_seq = 0;
   // backward
   const void* dout = nullptr;
   HeadLayout dout_layout;
@@ -188,6 +191,13 @@ bool mma_attention_supported(const AttentionArgs& args, bool backward);
 size_t attention_backward_ds_bytes(const AttentionArgs& args);
 void launch_attention_forward_mma(const AttentionArgs& args, cudaStream_t stream);
 void launch_attention_backward_mma(const AttentionArgs& args, cudaStream_t stream);
+
+// ---- key/value cache (cuda_kv_cache.cu) --------------------------------------------------------
+// cache[B, capacity, KVH, D] (contiguous) positions position .. position + T - 1 = x (layout
+// x_layout [B, T, KVH, D]), elements of element_bytes (2, 4 or 8) copied bit for bit.
+void launch_kv_cache_write(void* cache, const void* x, const HeadLayout& x_layout,
+                           int64_t capacity, int64_t position, size_t element_bytes,
+                           cudaStream_t stream);
 
 // ---- loss (cuda_cross_entropy.cu) --------------------------------------------------------------
 // dlogits may equal logits (the fused loss writes over the logits; then dlogits_pitch ==

@@ -66,6 +66,13 @@ double attention_forward_flops(const Tensor& q, int64_t window) {
   return 2.0 * 2.0 * static_cast<double>(q.size(3)) * batch_heads * kept_scores(q.size(1), window);
 }
 
+// The same over a key cache: the last Tq rows of the K x K causal pattern (K = key_count).
+double attention_cached_flops(const Tensor& q, int64_t key_count, int64_t window) {
+  const double batch_heads = static_cast<double>(q.size(0)) * static_cast<double>(q.size(2));
+  const double kept = kept_scores(key_count, window) - kept_scores(key_count - q.size(1), window);
+  return 2.0 * 2.0 * static_cast<double>(q.size(3)) * batch_heads * kept;
+}
+
 }  // namespace
 
 ProfilingBackend::ProfilingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {
@@ -337,6 +344,26 @@ void ProfilingBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, co
                                  q.dtype(), 2.0 * attention_forward_flops(q, window)};
         },
         [&] { inner_->attention_backward(dq, dk, dv, dout, q, k, v, out, lse, scale, window); });
+}
+
+void ProfilingBackend::kv_cache_write(Tensor& cache, const Tensor& x, int64_t position) {
+  timed("kv_cache_write", [&] { return elementwise(shapes({{"x", &x}}), x); },
+        [&] { inner_->kv_cache_write(cache, x, position); });
+}
+
+void ProfilingBackend::attention_forward_cached(Tensor& out, const Tensor& q,
+                                                const Tensor& k_cache, const Tensor& v_cache,
+                                                int64_t key_count, double scale,
+                                                int64_t window) {
+  timed("attention_forward_cached",
+        [&] {
+          return CallDescription{shapes({{"q", &q}}) + " keys " + std::to_string(key_count) +
+                                     (window > 0 ? " window " + std::to_string(window) : ""),
+                                 q.dtype(), attention_cached_flops(q, key_count, window)};
+        },
+        [&] {
+          inner_->attention_forward_cached(out, q, k_cache, v_cache, key_count, scale, window);
+        });
 }
 
 void ProfilingBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,

@@ -112,6 +112,10 @@ class ProfilingBackend final : public Backend {
   void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
                           const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& lse, double scale, int64_t window) override;
+  void kv_cache_write(Tensor& cache, const Tensor& x, int64_t position) override;
+  void attention_forward_cached(Tensor& out, const Tensor& q, const Tensor& k_cache,
+                                const Tensor& v_cache, int64_t key_count, double scale,
+                                int64_t window) override;
   void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                              const Tensor& targets, int64_t ignore_index,
                              double grad_scale) override;

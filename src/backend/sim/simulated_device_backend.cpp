@@ -251,6 +251,22 @@ void SimulatedDeviceBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& 
                           host_alias(lse, op), scale, window);
 }
 
+void SimulatedDeviceBackend::kv_cache_write(Tensor& cache, const Tensor& x, int64_t position) {
+  const char* op = "kv_cache_write";
+  Tensor cache_h = host_alias(cache, op);
+  cpu_.kv_cache_write(cache_h, host_alias(x, op), position);
+}
+
+void SimulatedDeviceBackend::attention_forward_cached(Tensor& out, const Tensor& q,
+                                                      const Tensor& k_cache,
+                                                      const Tensor& v_cache, int64_t key_count,
+                                                      double scale, int64_t window) {
+  const char* op = "attention_forward_cached";
+  Tensor out_h = host_alias(out, op);
+  cpu_.attention_forward_cached(out_h, host_alias(q, op), host_alias(k_cache, op),
+                                host_alias(v_cache, op), key_count, scale, window);
+}
+
 void SimulatedDeviceBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits,
                                                    const Tensor& logits, const Tensor& targets,
                                                    int64_t ignore_index, double grad_scale) {

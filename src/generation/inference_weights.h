@@ -1,0 +1,17 @@
+// Readying a loaded model for generation: its gradient buffer is freed (inference never writes
+// it), and for a 16-bit run the weights take that dtype's values and the activations its
+// storage - as transformers does with torch_dtype=bfloat16. A device backend then holds the
+// weights in one 16-bit buffer (half the bytes of f32); the CPU backend keeps them in f32 with
+// their 16-bit values (its kernels widen 16-bit operands to f32 anyway, so the results are the
+// same bits without a widening copy of the weights in every op).
+#pragma once
+#include "core/dtype.h"
+#include "model/model.h"
+
+namespace zero::generation {
+
+// `dtype`: f32 or f64 (as loaded; the model must already be in it) or bf16/f16 (the model
+// loaded in f32). ConfigError for other combinations.
+void prepare_inference_weights(model::Model& model, DType dtype);
+
+}  // namespace zero::generation
