@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/host_convert.h"
+#include "core/host_memory.h"
 #include "model/kv_cache.h"
 
 namespace zero::generation {
@@ -61,6 +62,23 @@ int64_t Generator::checked_capacity(int64_t prompt_tokens, const GenerationOptio
   return capacity;
 }
 
+void Generator::check_cache_fits(int64_t cache_bytes, const GenerationOptions& options) const {
+  backend::Backend& backend = model_.backend();
+  const std::optional<int64_t> device = backend.device_memory_capacity_bytes();
+  const HostMemory host = host_memory();
+  const int64_t capacity = device.value_or(host.usable_bytes());
+  const auto in_use = static_cast<int64_t>(backend.allocator().stats().total_live_bytes);
+  if (cache_bytes > capacity - in_use) {
+    throw ConfigError(
+        "the key/value cache for " + std::to_string(options.num_sequences) + " sequence(s) of " +
+        "prompt + " + std::to_string(options.max_new_tokens) + " new tokens needs " +
+        format_gib(cache_bytes) + ", and " + format_gib(in_use) + " of " +
+        (device ? format_gib(*device) + " on " + backend.device().to_string()
+                : host.describe()) +
+        " are in use; lower --max-new-tokens or --num-sequences, or use --dtype bf16");
+  }
+}
+
 std::vector<GeneratedSequence> Generator::generate(
     const std::vector<int64_t>& prompt, const GenerationOptions& options,
     const std::function<void(int64_t, int64_t)>& on_token) {
@@ -76,12 +94,13 @@ std::vector<GeneratedSequence> Generator::generate(
   const auto prompt_tokens = static_cast<int64_t>(prompt.size());
   const int64_t capacity = checked_capacity(prompt_tokens, options);
   const int64_t batch = options.num_sequences;
-  Sampler sampler(options.sampling, batch);
   backend::Backend& backend = model_.backend();
   const DType dtype = model_.activation_dtype().value_or(model_.param_dtype());
   stats_ = GenerationStats{};
   stats_.prompt_tokens = prompt_tokens;
   stats_.cache_bytes = model::KvCache::bytes_for(config, batch, capacity, dtype);
+  check_cache_fits(stats_.cache_bytes, options);
+  Sampler sampler(options.sampling, batch);
   model::KvCache cache(backend, config, batch, capacity, dtype);
 
   std::vector<GeneratedSequence> out(static_cast<size_t>(batch));

@@ -47,7 +47,8 @@ class Generator {
 
   // Continues `prompt` (token ids, at least one) num_sequences times. on_token(sequence, id), when
   // given, is called for every new token as soon as it is picked (streaming output). Throws
-  // ConfigError for bad options or a prompt + max_new_tokens past the model's positions,
+  // ConfigError for bad options, a prompt + max_new_tokens past the model's positions or a cache
+  // that does not fit in memory,
   // ShapeError for an id outside the vocabulary.
   std::vector<GeneratedSequence> generate(
       const std::vector<int64_t>& prompt, const GenerationOptions& options,
@@ -58,6 +59,9 @@ class Generator {
  private:
   // The positions a run needs: every prompt token and each new token but the last is fed in.
   int64_t checked_capacity(int64_t prompt_tokens, const GenerationOptions& options) const;
+  // ConfigError before allocating when the cache does not fit beside what the backend holds
+  // (the device's memory, or the host's on the CPU).
+  void check_cache_fits(int64_t cache_bytes, const GenerationOptions& options) const;
 
   model::Model& model_;
   GenerationStats stats_;

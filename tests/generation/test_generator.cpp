@@ -139,6 +139,10 @@ TEST(Generator, BadRequestsNameTheFix) {
   EXPECT_THROW(learned.generate(prompt, options), ConfigError);  // learned tables cannot grow
   options.max_new_tokens = 60;
   EXPECT_EQ(rotary.generate(prompt, options)[0].tokens.size(), 60u);  // rotary ones can
+  options.num_sequences = int64_t{1} << 30;  // a cache of ~38 TB: refused before allocating
+  EXPECT_NE(error_of([&] { rotary.generate(prompt, options); })
+                .find("are in use; lower --max-new-tokens or --num-sequences"),
+            std::string::npos);
   options = GenerationOptions{};
   EXPECT_NE(error_of([&] { rotary.generate({}, options); }).find("no tokens"), std::string::npos);
   EXPECT_NE(error_of([&] { rotary.generate({1, 256}, options); })
