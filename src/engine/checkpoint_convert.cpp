@@ -13,26 +13,41 @@
 namespace zero::engine {
 namespace fs = std::filesystem;
 
-void convert_checkpoint_to_hf(const std::string& checkpoint_dir, const std::string& tag,
-                              const std::string& out_dir, DType dtype) {
+bool is_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && fs::is_regular_file(fs::path(dir) / "latest", ec);
+}
+
+std::unique_ptr<model::Model> load_checkpoint_model(const std::string& checkpoint_dir,
+                                                    const std::string& tag,
+                                                    backend::Backend& backend) {
   const std::string resolved = resolve_checkpoint_tag(checkpoint_dir, tag);
   const fs::path folder = fs::path(checkpoint_dir) / resolved;
   const EngineState state = read_engine_state(folder.string());
   if (!state.model_config) {
     throw FileError(state.source + ": has no model_config (the model was not a transformer "
-                                   "built from a config), so it cannot become an HF folder");
+                                   "built from a config), so it cannot become a model");
   }
-  backend::CpuBackend cpu;
-  auto model = model::build_transformer(*state.model_config, cpu, DType::kF32);
+  auto model = model::build_transformer(*state.model_config, backend, DType::kF32);
   std::vector<ManifestEntry> built;
   for (model::Parameter* p : model->parameters()) built.push_back({p->spec.name, p->spec.shape, p->numel()});
   require_same_manifest(state, built, "the model its model_config builds");
   // Whole tensors (stage 0) or the pieces every rank wrote (stages 1-3), consolidated; a
   // tensor-parallel run's pieces are by logical offsets too (tensor_parallel_checkpoint.h).
+  // Read on the host, then one counted upload per tensor.
   const CheckpointTensors tensors(folder.string(), state);
   for (model::Parameter* p : model->parameters()) {
-    tensors.read(p->spec.name, "", 0, p->numel(), p->value.data<float>());
+    Tensor host = Tensor::zeros_host(p->spec.shape, DType::kF32);
+    tensors.read(p->spec.name, "", 0, p->numel(), host.data<float>());
+    backend.copy_from_host(p->value, host.raw_data());
   }
+  return model;
+}
+
+void convert_checkpoint_to_hf(const std::string& checkpoint_dir, const std::string& tag,
+                              const std::string& out_dir, DType dtype) {
+  backend::CpuBackend cpu;
+  auto model = load_checkpoint_model(checkpoint_dir, tag, cpu);
   model::save_hf_model(*model, out_dir, dtype);
 }
 

@@ -123,6 +123,12 @@ GenerationDefaults parse_generation_config(std::string_view text, const std::str
   return d;
 }
 
+std::vector<int64_t> eos_token_ids_of(const nlohmann::json& model_config,
+                                      const std::string& source) {
+  return model_config.is_object() ? token_ids(model_config, "eos_token_id", source)
+                                  : std::vector<int64_t>{};
+}
+
 GenerationDefaults read_generation_defaults(const std::string& model_dir) {
   GenerationDefaults d;
   std::error_code ec;
@@ -138,7 +144,7 @@ GenerationDefaults read_generation_defaults(const std::string& model_dir) {
       const std::string source = config.string();
       const nlohmann::json root =
           io::read_json_file(source, "the model config", kMaxGenerationConfigBytes * 16);
-      if (root.is_object()) d.eos_token_ids = token_ids(root, "eos_token_id", source);
+      d.eos_token_ids = eos_token_ids_of(root, source);
     }
   }
   return d;

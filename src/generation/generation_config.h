@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace zero::generation {
 
 struct GenerationDefaults {
@@ -28,6 +30,10 @@ struct GenerationDefaults {
 
 // `text` is a generation_config.json's content, `source` names it in messages.
 GenerationDefaults parse_generation_config(std::string_view text, const std::string& source);
+
+// The eos_token_id of a model config.json's content (an id or a list; none when absent).
+// ConfigError naming `source` for a bad value.
+std::vector<int64_t> eos_token_ids_of(const nlohmann::json& model_config, const std::string& source);
 
 // DIR/generation_config.json when it exists (else all unset), then DIR/config.json's
 // eos_token_id when the former gave none. FileError for unreadable files.

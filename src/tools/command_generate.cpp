@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "data/hf_tokenizer.h"
+#include "engine/checkpoint_convert.h"
 #include "generation/generation_config.h"
 #include "generation/generator.h"
 #include "generation/inference_weights.h"
@@ -145,10 +146,12 @@ int run_generate(const Args& args) {
   parser.synopsis(
       "zero generate --model DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids 1,2,3) "
       "[flags]",
-      "  Continues the prompt with the model in DIR (a Hugging Face folder; a preset name such as\n"
-      "  gpt2-124m gives random weights, for speed checks). Sampling defaults come from\n"
-      "  DIR/generation_config.json as in transformers; the flags override them.\n");
-  parser.option("model", "", "a Hugging Face model folder, or a preset (tiny, gpt2-124m, ...)")
+      "  Continues the prompt with the model in DIR: a Hugging Face folder, or a checkpoint\n"
+      "  folder of `zero train --save` (its latest checkpoint, or --tag; give --tokenizer); a\n"
+      "  preset name such as gpt2-124m gives random weights, for speed checks. Sampling\n"
+      "  defaults come from DIR/generation_config.json as in transformers; flags override them.\n");
+  parser.option("model", "", "a Hugging Face model folder, a checkpoint folder, or a preset")
+      .option("tag", "", "with a checkpoint folder: the checkpoint to load (default: latest)")
       .option("prompt", "", "the prompt text (encoded with the tokenizer)")
       .option("prompt-file", "", "a file holding the prompt text")
       .option("prompt-ids", "", "the prompt as token ids, e.g. 15496,11,995")
@@ -188,7 +191,21 @@ int run_generate(const Args& args) {
   const std::string device = device_name(parser.get("device"));
   const DType dtype = resolve_dtype(parser.get("dtype"), device);
   std::error_code ec;
-  const bool folder = fs::is_directory(model_arg, ec);
+  // A Hugging Face folder has a config.json; a checkpoint folder a `latest` file.
+  const bool folder = fs::is_regular_file(fs::path(model_arg) / "config.json", ec);
+  const bool checkpoint = !folder && engine::is_checkpoint_dir(model_arg);
+  if (!folder && !checkpoint && fs::is_directory(model_arg, ec)) {
+    throw FileError("zero generate: " + model_arg + " holds neither config.json (a Hugging Face "
+                    "model folder) nor latest (a zero.cpp checkpoint folder)");
+  }
+  if (!checkpoint && !parser.get("tag").empty()) {
+    throw ConfigError("zero generate: --tag picks a checkpoint of a checkpoint folder; " +
+                      model_arg + " is not one");
+  }
+  if (checkpoint && dtype == DType::kF64) {
+    throw ConfigError("zero generate: a checkpoint holds f32 weights; use --dtype f32, bf16 or "
+                      "f16 (f64 needs a Hugging Face folder)");
+  }
   const generation::GenerationDefaults defaults =
       folder ? generation::read_generation_defaults(model_arg) : generation::GenerationDefaults{};
   const std::unique_ptr<data::Tokenizer> tokenizer =
@@ -249,6 +266,14 @@ int run_generate(const Args& args) {
   std::unique_ptr<model::Model> model;
   if (folder) {
     model = model::load_hf_model(model_arg, *backend, load_dtype);
+  } else if (checkpoint) {
+    model = engine::load_checkpoint_model(model_arg, parser.get("tag"), *backend);
+    if (options.stop_token_ids.empty() && !parser.get_bool("ignore-eos") &&
+        parser.get("stop-ids").empty()) {
+      // A model trained from a Hugging Face folder keeps its config.json, eos included.
+      options.stop_token_ids = generation::eos_token_ids_of(model->config()->source_json,
+                                                            model_arg + "'s model_config");
+    }
   } else {
     model = model::build_transformer(model::preset_config(model_arg), *backend, load_dtype);
     model::init_parameters(*model, options.sampling.seed);

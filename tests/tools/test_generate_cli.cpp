@@ -1,6 +1,7 @@
 // `zero generate` through the built executable: --json output equals the Generator's greedy
 // tokens (the generation tests prove those against full forwards), the eos of
-// generation_config.json stops a sequence, a text prompt is encoded and the continuation decoded
+// generation_config.json stops a sequence, a training checkpoint folder generates what its
+// converted Hugging Face folder does, a text prompt is encoded and the continuation decoded
 // with the folder's tokenizer.json (streamed, with the speed line on stderr), sampling flags
 // override the folder's defaults, and user errors exit 2 with a message naming the fix.
 #include <gtest/gtest.h>
@@ -123,6 +124,34 @@ TEST_F(ZeroGenerate, TextPromptsUseTheFoldersTokenizer) {
       zero_cli() + flags + " --num-sequences 3 --json", Stderr::kDiscard));
   ASSERT_EQ(three["sequences"].size(), 3u);
   EXPECT_EQ(three["sequences"][0]["ids"], out["sequences"][0]["ids"]);
+}
+
+TEST_F(ZeroGenerate, ACheckpointFolderGeneratesAsItsConvertedFolder) {
+  const std::string ckpt = path("ckpt"), hf = path("hf");
+  const CliResult train = run_shell(zero_cli() + "train --model tiny-llama --steps 3 --seq-len 16 "
+                                    "--data synthetic --save " + ckpt);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  ASSERT_EQ(run_shell(zero_cli() + "convert " + ckpt + " " + hf).exit_code, 0);
+  const std::string flags = " --prompt-ids 5,6,7 --max-new-tokens 6 --device cpu --json";
+  const nlohmann::json from_checkpoint =
+      json_of(run_shell(zero_cli() + "generate --model " + ckpt + flags, Stderr::kDiscard));
+  const nlohmann::json from_folder =
+      json_of(run_shell(zero_cli() + "generate --model " + hf + flags, Stderr::kDiscard));
+  EXPECT_EQ(from_checkpoint["sequences"], from_folder["sequences"]);
+  const CliResult bad_tag = run_shell(zero_cli() + "generate --model " + ckpt + flags +
+                                      " --tag global_step99");
+  EXPECT_EQ(bad_tag.exit_code, 2);
+  EXPECT_NE(bad_tag.output.find("global_step99"), std::string::npos) << bad_tag.output;
+  const CliResult tag_on_folder = run_shell(zero_cli() + "generate --model " + hf + flags +
+                                            " --tag global_step3");
+  EXPECT_NE(tag_on_folder.output.find("--tag picks a checkpoint of a checkpoint folder"),
+            std::string::npos)
+      << tag_on_folder.output;
+  std::filesystem::create_directories(path("empty"));
+  const CliResult empty = run_shell(zero_cli() + "generate --model " + path("empty") + flags);
+  EXPECT_NE(empty.output.find("holds neither config.json"), std::string::npos) << empty.output;
+  const CliResult f64 = run_shell(zero_cli() + "generate --model " + ckpt + flags + " --dtype f64");
+  EXPECT_NE(f64.output.find("a checkpoint holds f32 weights"), std::string::npos) << f64.output;
 }
 
 TEST_F(ZeroGenerate, UserErrorsNameTheFix) {
