@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/host_convert.h"
 #include "engine/checkpoint_dir.h"
 #include "engine/checkpoint_tensors.h"
 #include "engine/engine_state.h"
@@ -20,7 +21,7 @@ bool is_checkpoint_dir(const std::string& dir) {
 
 std::unique_ptr<model::Model> load_checkpoint_model(const std::string& checkpoint_dir,
                                                     const std::string& tag,
-                                                    backend::Backend& backend) {
+                                                    backend::Backend& backend, DType dtype) {
   const std::string resolved = resolve_checkpoint_tag(checkpoint_dir, tag);
   const fs::path folder = fs::path(checkpoint_dir) / resolved;
   const EngineState state = read_engine_state(folder.string());
@@ -28,7 +29,7 @@ std::unique_ptr<model::Model> load_checkpoint_model(const std::string& checkpoin
     throw FileError(state.source + ": has no model_config (the model was not a transformer "
                                    "built from a config), so it cannot become a model");
   }
-  auto model = model::build_transformer(*state.model_config, backend, DType::kF32);
+  auto model = model::build_transformer_for_inference(*state.model_config, backend, dtype);
   std::vector<ManifestEntry> built;
   for (model::Parameter* p : model->parameters()) built.push_back({p->spec.name, p->spec.shape, p->numel()});
   require_same_manifest(state, built, "the model its model_config builds");
@@ -39,6 +40,7 @@ std::unique_ptr<model::Model> load_checkpoint_model(const std::string& checkpoin
   for (model::Parameter* p : model->parameters()) {
     Tensor host = Tensor::zeros_host(p->spec.shape, DType::kF32);
     tensors.read(p->spec.name, "", 0, p->numel(), host.data<float>());
+    if (dtype != DType::kF32) host = converted_host(host, dtype);
     backend.copy_from_host(p->value, host.raw_data());
   }
   return model;

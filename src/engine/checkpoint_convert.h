@@ -13,13 +13,15 @@ namespace zero::engine {
 // Whether DIR is a checkpoint folder (it holds a `latest` file naming its newest checkpoint).
 bool is_checkpoint_dir(const std::string& dir);
 
-// The model CKPT_DIR/<tag> (default: the one CKPT_DIR/latest names) holds, built from its
-// model_config on `backend` with f32 weights: whole tensors, or the pieces every rank of a
-// ZeRO 1-3 or tensor-parallel run wrote, consolidated. Throws FileError for a missing or damaged
+// The model CKPT_DIR/<tag> (default: the one CKPT_DIR/latest names) holds, built for inference
+// (no gradient buffer) from its model_config on `backend`, its f32 weights stored in `dtype`
+// (rounded to nearest-even for 16 bits): whole tensors, or the pieces every rank of a ZeRO 1-3
+// or tensor-parallel run wrote, consolidated. Throws FileError for a missing or damaged
 // checkpoint or one without a model_config.
 std::unique_ptr<model::Model> load_checkpoint_model(const std::string& checkpoint_dir,
                                                     const std::string& tag,
-                                                    backend::Backend& backend);
+                                                    backend::Backend& backend,
+                                                    DType dtype = DType::kF32);
 
 // Reads CKPT_DIR/<tag> (default: CKPT_DIR/latest) and writes OUT_DIR/config.json and
 // OUT_DIR/model.safetensors in `dtype`. Throws FileError for a missing or damaged checkpoint.

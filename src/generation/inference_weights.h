@@ -10,8 +10,12 @@
 
 namespace zero::generation {
 
-// `dtype`: f32 or f64 (as loaded; the model must already be in it) or bf16/f16 (the model
-// loaded in f32). ConfigError for other combinations.
+// The dtype to load weights in for a run in `dtype` on `backend`: the run's own, except 16-bit
+// runs on the CPU backend, whose weights stay f32 (see above).
+DType inference_storage_dtype(const backend::Backend& backend, DType dtype);
+
+// `dtype`: f32 or f64 (the model must already be in it) or bf16/f16 (the model loaded in that
+// dtype, or in f32: then converted as above). ConfigError for other combinations.
 void prepare_inference_weights(model::Model& model, DType dtype);
 
 }  // namespace zero::generation

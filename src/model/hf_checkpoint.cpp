@@ -97,16 +97,33 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& b
   return load_hf_model(dir, backend, param_dtype, TensorParallelLayout{});
 }
 
-std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
-                                     DType param_dtype, const TensorParallelLayout& tensor_parallel) {
+namespace {
+// DIR/config.json of a Hugging Face folder (FileError naming what is missing).
+std::string folder_config_path(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw FileError(dir + ": not a directory (expected a Hugging Face model folder)");
   }
   if (!fs::exists(config_path, ec)) throw FileError(dir + ": no config.json in the model folder");
+  return config_path;
+}
+}  // namespace
+
+std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
+                                     DType param_dtype, const TensorParallelLayout& tensor_parallel) {
+  const std::string config_path = folder_config_path(dir);
   TransformerConfig config = TransformerConfig::from_hf_file(config_path);
   auto model = build_transformer(config, backend, param_dtype, tensor_parallel, config_path);
+  load_hf_weights(*model, dir);
+  return model;
+}
+
+std::unique_ptr<Model> load_hf_model_for_inference(const std::string& dir,
+                                                   backend::Backend& backend, DType param_dtype) {
+  const std::string config_path = folder_config_path(dir);
+  TransformerConfig config = TransformerConfig::from_hf_file(config_path);
+  auto model = build_transformer_for_inference(config, backend, param_dtype, config_path);
   load_hf_weights(*model, dir);
   return model;
 }

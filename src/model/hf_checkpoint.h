@@ -19,6 +19,11 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& b
 std::unique_ptr<Model> load_hf_model(const std::string& dir, backend::Backend& backend,
                                      DType param_dtype, const TensorParallelLayout& tensor_parallel);
 
+// For inference (generation): the model without a gradient buffer, its weights converted to
+// `param_dtype` on the host before the upload (bf16/f16 halve the device memory of f32).
+std::unique_ptr<Model> load_hf_model_for_inference(const std::string& dir,
+                                                   backend::Backend& backend, DType param_dtype);
+
 // Loads every parameter of `model` from the weights in `dir` (dtype converted, shapes checked;
 // a tensor-parallel part takes its slice of the whole tensor).
 // Throws FileError/ShapeError naming the file and tensor for missing, unexpected or misshapen

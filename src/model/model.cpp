@@ -55,13 +55,18 @@ void Model::finalize() {
   finalized_ = true;
   if (value_source_) return;  // finalize_partitioned(): no flat buffers
   params_ = backend_.zeros({offset}, param_dtype_, MemoryCategory::kParams);
-  grads_ = backend_.zeros({offset}, param_dtype_, MemoryCategory::kGrads);
+  if (with_gradients_) grads_ = backend_.zeros({offset}, param_dtype_, MemoryCategory::kGrads);
   for (auto& unit : units_) {
     for (auto& p : unit->parameters()) {
       p.value = params_.view(p.flat_offset, p.spec.shape);
-      p.grad = grads_.view(p.flat_offset, p.spec.shape);
+      if (with_gradients_) p.grad = grads_.view(p.flat_offset, p.spec.shape);
     }
   }
+}
+
+void Model::finalize_for_inference() {
+  with_gradients_ = false;
+  finalize();
 }
 
 void Model::finalize_partitioned(std::unique_ptr<UnitValueSource> values) {

@@ -41,6 +41,9 @@ class Model {
   // Lays out and allocates the flat buffers and binds every parameter view. Parameters are
   // zero until initialised or loaded; gradients are zero.
   void finalize();
+  // finalize() for inference (generation): the parameter buffer only; no gradient buffer is
+  // allocated and every gradient view stays unbound (backward is an error).
+  void finalize_for_inference();
   bool finalized() const { return finalized_; }
   // DeepSpeed's zero.Init: lays the parameters out as finalize() does but allocates neither flat
   // buffer; every view stays unbound and the initial values come from `values`, unit by unit,
@@ -177,6 +180,7 @@ class Model {
   std::shared_ptr<UnitObserver> observer_chain_;
   void rebuild_observer_chain();
   bool finalized_ = false;
+  bool with_gradients_ = true;  // false: finalize_for_inference()
 };
 
 }  // namespace zero::model

@@ -22,18 +22,20 @@ namespace {
 // Refuses, before any unit is built or buffer allocated, a model whose parameters and gradients
 // alone exceed this machine's memory (on the CPU backend they live in host memory). Linux
 // overcommits, so allocating would "succeed" and the process be killed while zero-filling.
+// `with_gradients`: the values and the gradients (training), else the values alone.
 void check_model_fits_memory(const TransformerConfig& config, const backend::Backend& backend,
-                             DType param_dtype, const std::string& source) {
+                             DType param_dtype, const std::string& source, bool with_gradients) {
   if (!backend.device().is_cpu()) return;
   const int64_t params = checked_parameter_count(config, source);
   const std::string what = source + ": the memory for the model's parameters and gradients";
-  const int64_t bytes =
-      checked_product({params, 2, static_cast<int64_t>(dtype_size(param_dtype))}, what);
+  const int64_t bytes = checked_product(
+      {params, with_gradients ? 2 : 1, static_cast<int64_t>(dtype_size(param_dtype))}, what);
   const HostMemory memory = host_memory();
   if (bytes <= memory.usable_bytes()) return;
   const ConfigKeys keys = config_keys(config.family);
-  throw ConfigError(source + ": the model has " + std::to_string(params) +
-                    " parameters; their values and gradients in " + dtype_name(param_dtype) +
+  throw ConfigError(source + ": the model has " + std::to_string(params) + " parameters; " +
+                    (with_gradients ? "their values and gradients in " : "their values in ") +
+                    dtype_name(param_dtype) +
                     " alone need " + format_gib(bytes) + ", more than this machine's " +
                     memory.describe() + ". Use a smaller model: lower " + keys.hidden_size +
                     ", " + keys.num_layers + ", " + keys.intermediate_size + " or " +
@@ -48,12 +50,13 @@ std::unique_ptr<Model> build_transformer(const TransformerConfig& config,
   return build_transformer(config, backend, param_dtype, TensorParallelLayout{}, source);
 }
 
-std::unique_ptr<Model> build_transformer(const TransformerConfig& config,
-                                         backend::Backend& backend, DType param_dtype,
-                                         const TensorParallelLayout& tensor_parallel,
-                                         const std::string& source) {
+namespace {
+// build_transformer's units added to a new model, not yet finalized.
+std::unique_ptr<Model> assemble(const TransformerConfig& config, backend::Backend& backend,
+                                DType param_dtype, const TensorParallelLayout& tensor_parallel,
+                                const std::string& source, bool with_gradients) {
   config.validate(source);
-  check_model_fits_memory(config, backend, param_dtype, source);
+  check_model_fits_memory(config, backend, param_dtype, source, with_gradients);
   auto model = std::make_unique<Model>(backend, param_dtype);
   auto& embedding = static_cast<EmbeddingUnit&>(
       model->add_unit(std::make_unique<EmbeddingUnit>(config, tensor_parallel)));
@@ -63,7 +66,25 @@ std::unique_ptr<Model> build_transformer(const TransformerConfig& config,
   Parameter* tied = config.tie_word_embeddings ? &embedding.token_embedding() : nullptr;
   model->add_unit(std::make_unique<LmHeadUnit>(config, tied, tensor_parallel));
   model->set_config(config);
+  return model;
+}
+}  // namespace
+
+std::unique_ptr<Model> build_transformer(const TransformerConfig& config,
+                                         backend::Backend& backend, DType param_dtype,
+                                         const TensorParallelLayout& tensor_parallel,
+                                         const std::string& source) {
+  auto model = assemble(config, backend, param_dtype, tensor_parallel, source, true);
   model->finalize();
+  return model;
+}
+
+std::unique_ptr<Model> build_transformer_for_inference(const TransformerConfig& config,
+                                                       backend::Backend& backend,
+                                                       DType param_dtype,
+                                                       const std::string& source) {
+  auto model = assemble(config, backend, param_dtype, TensorParallelLayout{}, source, false);
+  model->finalize_for_inference();
   return model;
 }
 

@@ -18,6 +18,13 @@ namespace zero::model {
 std::unique_ptr<Model> build_transformer(const TransformerConfig& config,
                                          backend::Backend& backend, DType param_dtype,
                                          const std::string& source = "model config");
+// For inference (generation): the same model without a gradient buffer
+// (Model::finalize_for_inference), so only the parameters count against memory; `param_dtype`
+// may be bf16/f16 on a device backend.
+std::unique_ptr<Model> build_transformer_for_inference(const TransformerConfig& config,
+                                                       backend::Backend& backend,
+                                                       DType param_dtype,
+                                                       const std::string& source = "model config");
 // Tensor parallelism: every block holds this rank's heads and MLP width
 // (model/tensor_parallel.h), the token embedding and the head this rank's vocabulary rows
 // (model/vocab_parallel.h); norms and position embeddings are whole. Run it with

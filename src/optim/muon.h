@@ -8,6 +8,7 @@
 // no host waits. Arithmetic is f32 (DeepSpeed iterates in bf16 where the device has it; the
 // polynomial is the same, the rounding finer).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -39,6 +40,19 @@ struct MuonUnit {
   int64_t gather_numel = 0;
   std::vector<MuonMatrix> matrices;  // offsets counted from the unit's first element
 };
+
+// The elements [begin, end) of `matrix` (counted from the unit's first element) that this rank
+// holds of `unit`; begin >= end when it holds none.
+struct HeldElements {
+  int64_t begin = 0, end = 0;
+  int64_t count() const { return end - begin; }
+  bool empty() const { return end <= begin; }
+};
+inline HeldElements held_elements(const MuonUnit& unit, const MuonMatrix& matrix) {
+  return {std::max(matrix.offset, unit.local_begin),
+          std::min(matrix.offset + matrix.rows * matrix.cols,
+                   unit.local_begin + unit.local_count)};
+}
 
 struct MuonHyper {
   double momentum = 0.95;  // m = momentum m + (1 - momentum) g

@@ -124,11 +124,10 @@ void Optimizer::set_muon_units(std::vector<MuonUnit> units, comm::Comm* group) {
   muon_held_elements_ = 0;
   for (const MuonUnit& unit : muon_units_) {
     for (const MuonMatrix& m : unit.matrices) {
-      const int64_t lo = std::max(m.offset, unit.local_begin);
-      const int64_t hi = std::min(m.offset + m.rows * m.cols, unit.local_begin + unit.local_count);
-      if (lo >= hi) continue;
-      muon_held_.emplace_back(unit.update_offset + lo - unit.local_begin, hi - lo);
-      muon_held_elements_ += hi - lo;
+      const HeldElements piece = held_elements(unit, m);
+      if (piece.empty()) continue;
+      muon_held_.emplace_back(unit.update_offset + piece.begin - unit.local_begin, piece.count());
+      muon_held_elements_ += piece.count();
     }
   }
   std::sort(muon_held_.begin(), muon_held_.end());
@@ -402,22 +401,21 @@ void Optimizer::muon_unit_step(backend::Backend& backend, const MuonUnit& unit, 
   };
   std::vector<Held> held;
   for (const MuonMatrix& m : unit.matrices) {
-    const int64_t lo = std::max(m.offset, unit.local_begin);
-    const int64_t hi = std::min(m.offset + m.rows * m.cols, unit.local_begin + unit.local_count);
-    if (lo >= hi) continue;
-    const int64_t start = unit.update_offset + lo - unit.local_begin;
+    const HeldElements mine = held_elements(unit, m);
+    if (mine.empty()) continue;
+    const int64_t start = unit.update_offset + mine.begin - unit.local_begin;
     const auto range = std::lower_bound(
         ranges.begin(), ranges.end(), start,
         [](const HeldRange& r, int64_t offset) { return r.start < offset; });
-    ZERO_CHECK(range != ranges.end() && range->start == start && range->length == hi - lo,
-               "Muon matrix piece at " << start << " of " << hi - lo
+    ZERO_CHECK(range != ranges.end() && range->start == start && range->length == mine.count(),
+               "Muon matrix piece at " << start << " of " << mine.count()
                                        << " elements is not one optimizer segment");
-    held.push_back({&m, lo, hi - lo, &*range});
-    Tensor p = params.view(start, {hi - lo});
-    Tensor m_view = state[0].view(start, {hi - lo});
-    Tensor u = updates.view(lo, {hi - lo});
+    held.push_back({&m, mine.begin, mine.count(), &*range});
+    Tensor p = params.view(start, {mine.count()});
+    Tensor m_view = state[0].view(start, {mine.count()});
+    Tensor u = updates.view(mine.begin, {mine.count()});
     const backend::UpdatePiece& piece = pieces[range->piece];
-    muon_momentum(backend, p, piece.grads.view(range->segment.offset, {hi - lo}), m_view, u,
+    muon_momentum(backend, p, piece.grads.view(range->segment.offset, {mine.count()}), m_view, u,
                   muon_hyper_, hyper.grad_scale);
   }
   if (gathers) {

@@ -262,12 +262,14 @@ int run_generate(const Args& args) {
   }
 
   std::unique_ptr<backend::Backend> backend = backend::create_backend(device);
-  const DType load_dtype = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+  // Weights load straight into the run's dtype (16 bits on a GPU: no f32 copy ever exists there)
+  // and without a gradient buffer.
+  const DType storage = generation::inference_storage_dtype(*backend, dtype);
   std::unique_ptr<model::Model> model;
   if (folder) {
-    model = model::load_hf_model(model_arg, *backend, load_dtype);
+    model = model::load_hf_model_for_inference(model_arg, *backend, storage);
   } else if (checkpoint) {
-    model = engine::load_checkpoint_model(model_arg, parser.get("tag"), *backend);
+    model = engine::load_checkpoint_model(model_arg, parser.get("tag"), *backend, storage);
     if (options.stop_token_ids.empty() && !parser.get_bool("ignore-eos") &&
         parser.get("stop-ids").empty()) {
       // A model trained from a Hugging Face folder keeps its config.json, eos included.
@@ -275,7 +277,9 @@ int run_generate(const Args& args) {
                                                             model_arg + "'s model_config");
     }
   } else {
-    model = model::build_transformer(model::preset_config(model_arg), *backend, load_dtype);
+    // Random weights are drawn in f32 (or f64) and then converted.
+    model = model::build_transformer_for_inference(model::preset_config(model_arg), *backend,
+                                                   dtype == DType::kF64 ? dtype : DType::kF32);
     model::init_parameters(*model, options.sampling.seed);
   }
   generation::prepare_inference_weights(*model, dtype);

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/sim/simulated_device_backend.h"
 #include "core/host_convert.h"
 #include "generation/generator.h"
+#include "generation/inference_weights.h"
 #include "model/hf_checkpoint.h"
 #include "model/kv_cache.h"
 
@@ -156,6 +158,32 @@ TEST(Generator, BadRequestsNameTheFix) {
   options.max_new_tokens = 4;
   options.num_sequences = 0;
   EXPECT_THROW(rotary.generate({1}, options), ConfigError);
+}
+
+}  // namespace test_generator
+}  // namespace zero::generation
+
+namespace zero::generation {
+namespace test_generator {
+
+// Inference models carry no gradient buffer, and a device backend holds 16-bit weights as they
+// were loaded (no f32 copy); the CPU keeps f32 storage for 16-bit runs.
+TEST(InferenceWeights, NoGradientsAndSixteenBitWeightsOnADevice) {
+  backend::SimulatedDeviceBackend sim;
+  EXPECT_EQ(inference_storage_dtype(sim, DType::kBF16), DType::kBF16);
+  auto model = model::load_hf_model_for_inference(fixture("tiny-llama"), sim, DType::kBF16);
+  EXPECT_EQ(model->param_dtype(), DType::kBF16);
+  EXPECT_FALSE(model->flat_grads().defined());
+  const MemoryStats memory = sim.allocator().stats();
+  EXPECT_EQ(memory.live(MemoryCategory::kGrads), 0u);
+  EXPECT_LE(memory.live(MemoryCategory::kParams),
+            static_cast<size_t>(model->num_parameters()) * 2 + 4096);
+  prepare_inference_weights(*model, DType::kBF16);
+  EXPECT_EQ(model->activation_dtype(), DType::kBF16);
+  EXPECT_THROW(prepare_inference_weights(*model, DType::kF32), ConfigError);
+  backend::CpuBackend cpu;
+  EXPECT_EQ(inference_storage_dtype(cpu, DType::kBF16), DType::kF32);
+  EXPECT_EQ(inference_storage_dtype(cpu, DType::kF64), DType::kF64);
 }
 
 }  // namespace test_generator
