@@ -105,6 +105,15 @@ class TextStream {
     shown_ = text;
     printed_ = text.size();
   }
+  // The end of the run: what is still held back (a character the last token left incomplete)
+  // is printed as the non-streamed text shows it.
+  void finish() {
+    const std::string text = tokenizer_.decode(ids_, true);
+    if (text.size() > printed_ && text.compare(0, printed_, shown_) == 0) {
+      write_stdout(text.substr(printed_));
+    }
+    write_stdout("\n");
+  }
 
  private:
   const data::Tokenizer& tokenizer_;
@@ -323,7 +332,7 @@ int run_generate(const Args& args) {
     return 0;
   }
   if (stream) {
-    write_stdout("\n");
+    text_stream->finish();
   } else {
     for (size_t i = 0; i < sequences.size(); ++i) {
       if (sequences.size() > 1) write_stdout("--- sequence " + std::to_string(i) + " ---\n");
