@@ -28,7 +28,8 @@
 #       by ';' run one after another while time is left (e.g. "ZERO_CUDA_ATTENTION_BWD=v2;
 #       ZERO_CUDA_ATTENTION_BWD=v2-hoist"), each on the first workload named unless the group
 #       says AB_WORKLOAD=<workload>; GPU_ALL_NCU=1 adds Nsight
-#       Compute reports of the attention and norm kernels (profile_kernels); GPU_ALL_SANITIZE=1 adds
+#       Compute reports of the attention and norm kernels (profile_kernels); GPU_ALL_GENERATE=1
+#       adds `zero generate` speeds (generate_speed); GPU_ALL_SANITIZE=1 adds
 #       compute-sanitizer memcheck with the time left. Everything but the speed record comes
 #       back in run_logs.tar.gz and extra.tar.gz (the device tool returns at most 8 files).
 #   scripts/gpu_check.sh speed [WORKLOAD ...] on the GPU machine: issue 13's benchmark,
@@ -290,6 +291,24 @@ EOF
 # training step (B 16, T 1024, bf16): throughput against the card's peaks, occupancy, launch
 # shape and warp stall reasons, one text report per kernel under OUT_DIR. The clocks stay as the
 # card has them (--clock-control none: leave the card's settings alone).
+# Generation speed (zero generate, key/value cache): GPT-2 124M and the 1B Llama shape with
+# random weights, bf16, a 128-token prompt and 256 new tokens, at batch 1 and 8. Prints the
+# --json records (prefill seconds, decode tokens/s, cache bytes).
+generate_speed() {
+  use_bundle "" || return 1
+  local ids model batch
+  ids=$(seq -s, 1 128)
+  for model in gpt2-124m llama-1b; do
+    for batch in 1 8; do
+      echo "== generate $model, batch $batch"
+      timeout 120 "$bundle/bin/zero" generate --model "$model" --device cuda --dtype bf16 \
+        --prompt-ids "$ids" --max-new-tokens 256 --ignore-eos --num-sequences "$batch" \
+        --allow-long-sequences true --json | head -c 2000
+      echo
+    done
+  done
+}
+
 profile_kernels() {
   local out_dir=$1
   use_bundle "" || return 1
@@ -410,6 +429,10 @@ all() {
   left=$((budget - (SECONDS - start)))
   if [[ ${GPU_ALL_NCU:-0} == 1 ]] && ((left >= 100)); then
     profile_kernels "$extra" >"$extra/ncu_console.log" 2>&1
+  fi
+  left=$((budget - (SECONDS - start)))
+  if [[ ${GPU_ALL_GENERATE:-0} == 1 ]] && ((left >= 60)); then
+    generate_speed >"$extra/generate_console.log" 2>&1
   fi
   left=$((budget - (SECONDS - start)))
   if [[ ${GPU_ALL_SANITIZE:-0} == 1 ]] && ((left >= 90)); then
