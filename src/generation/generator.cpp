@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "core/check.h"
 #include "core/error.h"
 #include "core/host_convert.h"
 #include "core/host_memory.h"

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "core/check.h"
 #include "core/error.h"
 
 namespace zero::generation {

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/check.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 
