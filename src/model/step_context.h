@@ -78,9 +78,9 @@ struct StepContext {
   // Tensor parallelism (set by Model from Model::tensor_group(); model/tensor_parallel.h): the
   // ranks that each hold a part of every block's heads and MLP width (null: whole blocks).
   comm::Comm* tensor_group = nullptr;
-  // Generation (Model::next_token_logits, model/kv_cache.h): when set, the step runs at positions
-  // kv_cache->length() .. (sequence_offset), each block appends its keys and values to the cache
-  // and attends over every cached position, and the head returns the logits [B, V] of each
+  // Generation (Model::next_token_logits, model/kv_cache.h): when set, the step's first position
+  // is sequence_offset == kv_cache->length(), each block appends its keys and values to the
+  // cache and attends over every cached position, and the head returns the logits [B, V] of each
   // sequence's last position instead of the loss. Inference only: training is false.
   KvCache* kv_cache = nullptr;
 };
