@@ -100,6 +100,10 @@ std::vector<GeneratedSequence> Generator::generate(
   stats_ = GenerationStats{};
   stats_.prompt_tokens = prompt_tokens;
   stats_.cache_bytes = model::KvCache::bytes_for(config, batch, capacity, dtype);
+  if (batch > 1) {
+    // The prompt's own cache of one sequence: the prompt runs once, not once per sequence.
+    stats_.cache_bytes += model::KvCache::bytes_for(config, 1, prompt_tokens, dtype);
+  }
   check_cache_fits(stats_.cache_bytes, options);
   Sampler sampler(options.sampling, batch);
   model::KvCache cache(backend, config, batch, capacity, dtype);
@@ -111,25 +115,36 @@ std::vector<GeneratedSequence> Generator::generate(
            options.stop_token_ids.end();
   };
 
-  // Step input: the prompt for every sequence, then each sequence's last token.
-  Tensor tokens = Tensor::zeros_host({batch, prompt_tokens}, DType::kI64);
-  for (int64_t b = 0; b < batch; ++b) {
-    std::copy(prompt.begin(), prompt.end(), tokens.data<int64_t>() + b * prompt_tokens);
-  }
+  // Step input: the prompt (once), then each sequence's last token.
+  Tensor tokens = Tensor::zeros_host({1, prompt_tokens}, DType::kI64);
+  std::copy(prompt.begin(), prompt.end(), tokens.data<int64_t>());
   auto start = Clock::now();
   int64_t active = batch;
   for (int64_t step = 0; step < options.max_new_tokens && active > 0; ++step) {
-    const Tensor logits = host_logits(backend, model_.next_token_logits(tokens, cache));
-    cache.advance(tokens.size(1));
-    const double* rows = logits.data<double>();
+    Tensor logits;
+    if (step == 0 && batch > 1) {
+      // Every sequence continues the same prompt: run it for one and copy its keys and values
+      // to all; each sequence samples its first token from that one row of logits.
+      model::KvCache prompt_cache(backend, config, 1, prompt_tokens, dtype);
+      logits = host_logits(backend, model_.next_token_logits(tokens, prompt_cache));
+      prompt_cache.advance(prompt_tokens);
+      cache.replicate(backend, prompt_cache);
+    } else {
+      logits = host_logits(backend, model_.next_token_logits(tokens, cache));
+      cache.advance(tokens.size(1));
+    }
     const int64_t vocab = logits.size(1);
+    // Row b of the logits (row 0 for every sequence after a shared prompt).
+    auto row_of = [&](int64_t b) {
+      return logits.data<double>() + (logits.size(0) > 1 ? b : 0) * vocab;
+    };
     Tensor next = Tensor::zeros_host({batch, 1}, DType::kI64);
     for (int64_t b = 0; b < batch; ++b) {
       GeneratedSequence& sequence = out[static_cast<size_t>(b)];
       std::vector<int64_t>& seen = history[static_cast<size_t>(b)];
       if (!sequence.stopped) {
-        const int64_t id = sampler.next(
-            b, std::span<const double>(rows + b * vocab, static_cast<size_t>(vocab)), seen);
+        const int64_t id =
+            sampler.next(b, std::span<const double>(row_of(b), static_cast<size_t>(vocab)), seen);
         sequence.tokens.push_back(id);
         seen.push_back(id);
         ++stats_.generated_tokens;

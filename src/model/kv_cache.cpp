@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <string>
+#include <utility>
 
 #include "core/check.h"
 #include "core/checked_math.h"
@@ -37,6 +38,29 @@ void KvCache::advance(int64_t positions) {
                      std::to_string(positions) + " do not fit");
   }
   length_ += positions;
+}
+
+void KvCache::replicate(backend::Backend& backend, KvCache& one) {
+  if (one.batch_size() != 1 || one.length() > capacity_ || one.dtype() != dtype_ ||
+      one.keys_.size() != keys_.size()) {
+    throw ShapeError("a key/value cache replicates a one-sequence cache of its model, dtype and "
+                     "at most " + std::to_string(capacity_) + " positions; got " +
+                     std::to_string(one.batch_size()) + " sequences of " +
+                     std::to_string(one.length()) + " positions");
+  }
+  for (size_t layer = 0; layer < keys_.size(); ++layer) {
+    for (auto [from, to] : {std::pair<Tensor*, Tensor*>{&one.keys_[layer], &keys_[layer]},
+                            std::pair<Tensor*, Tensor*>{&one.values_[layer], &values_[layer]}}) {
+      // The one sequence's first length() positions, seen batch_size() times (batch stride 0).
+      const Tensor& source = *from;
+      const Tensor broadcast(source.storage(), source.dtype(),
+                             {batch_size_, one.length(), source.size(2), source.size(3)},
+                             {0, source.stride(1), source.stride(2), source.stride(3)},
+                             source.offset());
+      backend.kv_cache_write(*to, broadcast, 0);
+    }
+  }
+  length_ = one.length();
 }
 
 Tensor& KvCache::keys(int64_t layer) {

@@ -39,6 +39,10 @@ class KvCache {
   void advance(int64_t positions);
   // Forgets every position (the tensors stay allocated for the next prompt).
   void clear() { length_ = 0; }
+  // Every sequence of this cache takes the positions of `one`, a cache of a single sequence of
+  // the same model and dtype (a prompt run once for several continuations): length() becomes
+  // one.length(). ShapeError when `one` holds more sequences or positions than fit.
+  void replicate(backend::Backend& backend, KvCache& one);
 
   // Block `layer`'s caches [B, capacity, KVH, D].
   Tensor& keys(int64_t layer);

@@ -6,6 +6,7 @@
 // activations to their rounding. A step uploads its ids and reads nothing back; bad calls throw.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -126,6 +127,43 @@ TEST_P(KvCacheFixtures, CachedStepsTrackTheFullForwardWithBf16Activations) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, KvCacheFixtures,
                          ::testing::Values("tiny-gpt2", "tiny-llama", "tiny-qwen2",
                                            "tiny-mistral"));
+
+// A prompt run once and replicated to three sequences leaves the same keys and values as the
+// prompt run for all three: the next step's logits agree (f64, summation order of a batch of
+// one against three: 1e-12), on the CPU and the simulated device.
+TEST(KvCache, ReplicatingAOneSequencePromptEqualsRunningItForEverySequence) {
+  backend::CpuBackend cpu;
+  backend::SimulatedDeviceBackend sim;
+  for (backend::Backend* be : {static_cast<backend::Backend*>(&cpu),
+                               static_cast<backend::Backend*>(&sim)}) {
+    auto model = load_hf_model(hf_fixture("tiny-mistral"), *be, DType::kF64);
+    const DType dtype = DType::kF64;
+    const TransformerConfig& config = *model->config();
+    const Tensor prompt = random_ids(1, 7, config.vocab_size, 4);
+    Tensor prompts = Tensor::zeros_host({3, 7}, DType::kI64);
+    for (int64_t b = 0; b < 3; ++b) {
+      std::copy(prompt.data<int64_t>(), prompt.data<int64_t>() + 7, prompts.data<int64_t>() + b * 7);
+    }
+    const Tensor next = random_ids(3, 1, config.vocab_size, 8);
+    KvCache all(*be, config, 3, 10, dtype);
+    model->next_token_logits(prompts, all);
+    all.advance(7);
+    const Tensor want = host_f64(*be, model->next_token_logits(next, all));
+    KvCache one(*be, config, 1, 7, dtype);
+    model->next_token_logits(prompt, one);
+    one.advance(7);
+    KvCache replicated(*be, config, 3, 10, dtype);
+    replicated.replicate(*be, one);
+    EXPECT_EQ(replicated.length(), 7);
+    const Tensor got = host_f64(*be, model->next_token_logits(next, replicated));
+    double worst = 0.0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      worst = std::max(worst, std::fabs(got.data<double>()[i] - want.data<double>()[i]));
+    }
+    EXPECT_LE(worst, 1e-12) << be->device().to_string();
+    EXPECT_THROW(replicated.replicate(*be, all), ShapeError);  // three sequences, not one
+  }
+}
 
 TEST(KvCache, ADecodeStepUploadsItsIdsAndReadsNothing) {
   backend::SimulatedDeviceBackend sim;
