@@ -36,9 +36,11 @@ TEST(GenerationConfig, ReadsTheSamplingSettingsAndEosIds) {
 
 TEST(GenerationConfig, NamesWhatItDoesNotApply) {
   const GenerationDefaults d = parse_generation_config(
-      R"({"num_beams": 4, "length_penalty": 1.0, "no_repeat_ngram_size": 3, "eos_token_id": 7})",
+      R"({"num_beams": 4, "length_penalty": 1.0, "no_repeat_ngram_size": 3, "eos_token_id": 7,
+          "max_length": 512})",
       "g");
-  EXPECT_EQ(d.not_applied, (std::vector<std::string>{"num_beams = 4", "no_repeat_ngram_size = 3"}));
+  EXPECT_EQ(d.not_applied, (std::vector<std::string>{"max_length = 512", "num_beams = 4",
+                                                     "no_repeat_ngram_size = 3"}));
   EXPECT_EQ(d.eos_token_ids, (std::vector<int64_t>{7}));
 }
 
