@@ -308,6 +308,45 @@ class Backend {
                                         const Tensor& v_cache, int64_t key_count, double scale,
                                         int64_t window) = 0;
 
+  // ---- mixture of experts (model/moe_feed_forward.h) --------------------------------------------
+  // N tokens each choose k of E experts; the N*k (token, choice) pairs run through their
+  // experts grouped by expert ("slots" in expert order), and each token's output is the weighted
+  // sum of its k results. Argument checks: backend/moe_shapes.h. Index tensors are i32 and
+  // contiguous; every op is deterministic.
+  //
+  // expert_ids[N, k] = each row's k largest logits of logits[N, E] (contiguous, any floating
+  // dtype), largest first, the lower expert id first among equal logits; weights[N, k]
+  // (stats_dtype of logits) = their softmax probabilities over all E, divided by the sum of the
+  // k when `normalize` (Mixtral; equal to the softmax over the k selected logits). Computed in
+  // f32 (f64 for f64 logits). 1 <= k <= E.
+  virtual void moe_route(Tensor& expert_ids, Tensor& weights, const Tensor& logits,
+                         bool normalize) = 0;
+  // The dispatch order: the pairs sorted by expert, then token, then choice. counts[E] = pairs
+  // per expert; source_rows[N*k] = the token (row) of each slot; slot_of[N, k] = the slot of
+  // pair (n, j). An expert id outside [0, num_experts) is an invariant violation of the caller
+  // (moe_route never makes one); the CPU backend throws for it.
+  virtual void moe_dispatch(Tensor& counts, Tensor& source_rows, Tensor& slot_of,
+                            const Tensor& expert_ids, int64_t num_experts) = 0;
+  // out[n, :] = sum over j = 0..k-1 in order of weights[n, j] * rows[slot_of[n, j], :], summed
+  // in f32 (f64 for f64 rows) and rounded once; unit weights when weights == nullptr (the
+  // backward of gathering each token into its k slots). rows [N*k, C] and out [N, C]
+  // contiguous, one dtype; weights [N, k] stats_dtype.
+  virtual void moe_combine(Tensor& out, const Tensor& rows, const Tensor& slot_of,
+                           const Tensor* weights) = 0;
+  // The backward of moe_combine with weights: d_rows[slot_of[n, j], :] = weights[n, j] *
+  // dout[n, :] (every slot overwritten once) and d_weights[n, j] (stats_dtype, overwritten) =
+  // dot(dout[n, :], rows[slot_of[n, j], :]) summed in f32 (f64) over columns in order.
+  virtual void moe_combine_backward(Tensor& d_rows, Tensor& d_weights, const Tensor& dout,
+                                    const Tensor& rows, const Tensor& slot_of,
+                                    const Tensor& weights) = 0;
+  // The backward of moe_route's weights (its choice is piecewise constant): dlogits[N, E]
+  // (logits' dtype, overwritten). normalize: dl[e_j] = w_j (d_j - sum_i w_i d_i), zero for the
+  // experts not chosen; otherwise dl[e] = p_e (d'_e - sum_j w_j d_j) with p = softmax(logits)
+  // and d'_e = d_j for e = e_j, else 0. d = d_weights; w = weights; computed as moe_route.
+  virtual void moe_route_backward(Tensor& dlogits, const Tensor& d_weights,
+                                  const Tensor& expert_ids, const Tensor& weights,
+                                  const Tensor& logits, bool normalize) = 0;
+
   // ---- loss ----------------------------------------------------------------------------------
   // Fused softmax + cross-entropy over logits[N,V] with targets[N] (i32/i64). losses[N]
   // (dtype of logits) gets -log softmax(logits)[target] (0 where target == ignore_index).

@@ -66,6 +66,12 @@ void check_config_sizes(const TransformerConfig& c, const std::string& source) {
     throw_out_of_range(source, "sliding_window", std::to_string(c.sliding_window),
                        kSlidingWindowLimit.max, kSlidingWindowLimit.reason);
   }
+  if (c.is_moe()) {
+    check_range(source, "num_local_experts", c.num_experts, kExpertsLimit.max,
+                kExpertsLimit.reason);
+    check_range(source, "num_experts_per_tok", c.experts_per_token, c.num_experts,
+                "a token chooses among num_local_experts experts");
+  }
   // Under the limits above these fit, but the parameter count is what sizes the buffers: count
   // it with checks so no later product can overflow.
   checked_parameter_count(c, source);
@@ -86,7 +92,12 @@ int64_t checked_parameter_count(const TransformerConfig& config, const std::stri
   block.add({q, c});
   block.add_if(config.attn_out_bias, {c});
   const int64_t mlp_matrices = config.mlp == MlpKind::kSwiGlu ? 3 : 2;
-  block.add({mlp_matrices, c, config.intermediate_size});
+  if (config.is_moe()) {
+    block.add({config.num_experts, c});  // the router
+    block.add({config.num_experts, mlp_matrices, c, config.intermediate_size});
+  } else {
+    block.add({mlp_matrices, c, config.intermediate_size});
+  }
   block.add_if(config.mlp_bias, {mlp_matrices - 1, config.intermediate_size});
   block.add_if(config.mlp_bias, {c});
 

@@ -28,6 +28,7 @@ inline constexpr SizeLimit kPositionsLimit{int64_t{1} << 24,
                                            "the longest released contexts are about 10M tokens"};
 inline constexpr SizeLimit kSlidingWindowLimit{2147483647,
                                                "windows are compared with 32-bit positions"};
+inline constexpr SizeLimit kExpertsLimit{4096, "released models use up to a few hundred experts"};
 // Heads are bounded by the hidden size (at least one channel each); key-value heads by heads.
 
 // The config.json keys that hold each size, by family (GPT-2 names them differently).

@@ -38,6 +38,13 @@ TransformerConfig tensor_parallel_block_config(const TransformerConfig& config,
                                                const TensorParallelLayout& layout) {
   TransformerConfig local = config;
   if (!layout.enabled()) return local;
+  if (config.is_moe()) {
+    throw UnsupportedError("tensor parallelism over mixture-of-experts blocks (" +
+                           std::to_string(config.num_experts) +
+                           " experts) is not supported yet; set tensor_parallel.autotp_size to "
+                           "1 (ZeRO stage 3 partitions the experts across the data-parallel "
+                           "ranks instead)");
+  }
   const TensorParallelHeads split =
       tensor_parallel_heads(config.num_heads, config.num_kv_heads, layout);
   if (config.intermediate_size % layout.size != 0) {

@@ -16,7 +16,12 @@ Tensor* optional(Tensor& t) { return t.defined() ? &t : nullptr; }
 TiledMlp::TiledMlp(const TransformerConfig& config)
     : inner_(config.intermediate_size),
       swiglu_(config.mlp == MlpKind::kSwiGlu),
-      norm_(config.norm, config.norm_eps) {}
+      norm_(config.norm, config.norm_eps) {
+  if (config.is_moe()) {
+    experts_.emplace(config.num_experts, config.experts_per_token, config.intermediate_size,
+                     config.normalize_expert_weights);
+  }
+}
 
 void TiledMlp::shard_forward(backend::Backend& be, const Tensor& x1, Tensor* y,
                              const MlpTensors& p, bool save) {
@@ -26,6 +31,16 @@ void TiledMlp::shard_forward(backend::Backend& be, const Tensor& x1, Tensor* y,
 
 void TiledMlp::shard_after_norm(backend::Backend& be, const Tensor& x1, const Tensor& h2,
                                 Tensor* y, const MlpTensors& p, bool save) {
+  if (experts_) {
+    // Tensor parallelism never reaches experts (tensor_parallel_block_config refuses them).
+    experts_->forward(be, h2, p.router, p.up, p.down, y, save);
+    if (y != nullptr) be.add(*y, x1, 1.0);  // the residual
+    if (save) {
+      x1_ = x1;
+      h2_ = h2;
+    }
+    return;
+  }
   const int64_t rows = x1.size(0);
   const DType dt = x1.dtype();
   const auto act = MemoryCategory::kActivations;
@@ -53,10 +68,19 @@ void TiledMlp::shard_after_norm(backend::Backend& be, const Tensor& x1, const Te
 
 Tensor TiledMlp::shard_backward(backend::Backend& be, const Tensor& dy, const MlpTensors& p,
                                 MlpTensors& g) {
-  ZERO_CHECK(act_.defined(), "MLP backward without a saved forward");
   const int64_t rows = dy.size(0);
   const DType dt = dy.dtype();
   const auto act = MemoryCategory::kActivations;
+  if (experts_) {
+    ZERO_CHECK(h2_.defined(), "MLP backward without a saved forward");
+    Tensor d_h2 = experts_->backward(be, dy, p.router, p.up, p.down, g.router, g.up, g.down);
+    h2_ = Tensor();
+    Tensor d_x1 = norm_.backward(be, d_h2, x1_, p.norm_weight, g.norm_weight,
+                                 optional(g.norm_bias), &dy);
+    x1_ = Tensor();
+    return d_x1;
+  }
+  ZERO_CHECK(act_.defined(), "MLP backward without a saved forward");
   Tensor d_up;
   if (swiglu_) {
     Tensor d_act = be.empty({rows, inner_}, dt, act);
@@ -114,6 +138,7 @@ Tensor TiledMlp::backward(backend::Backend& be, const Tensor& dy, const MlpTenso
 
 void TiledMlp::release() {
   x1_ = h2_ = up_ = act_ = Tensor();
+  if (experts_) experts_->release();
   norm_.release();
   tiles_.release();
 }

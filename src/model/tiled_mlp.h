@@ -8,11 +8,18 @@
 //
 // Parameters are not owned: the block passes views of its own (bound now) every call.
 //
+// Mixture of experts (config.is_moe(), model/moe_feed_forward.h): the up / activation / down
+// part is Mixtral's experts instead; the norm, residual and row shards are the same (routing is
+// per token, so shards change only the order in which expert gradients are summed).
+//
 // Tensor parallelism (model/tensor_parallel.h): with a tensor group set, `up` holds this rank's
 // rows of the inner width and `down` the matching columns; each shard's down projection is
 // all-reduced over the group before the residual (its bias added by group rank 0 only), and the
 // input gradient of the up projection is all-reduced before the norm's backward.
 #pragma once
+#include <optional>
+
+#include "model/moe_feed_forward.h"
 #include "model/norm_layer.h"
 #include "model/sequence_tiled.h"
 #include "model/transformer_config.h"
@@ -28,6 +35,9 @@ struct MlpTensors {
   Tensor norm_weight, norm_bias;  // [C]
   Tensor up, up_bias;             // [up_width, C] (gate and up fused for SwiGLU), [up_width]
   Tensor down, down_bias;         // [C, FFN], [C]
+  // Mixture of experts: the router [E, C]; up and down stack the experts' [E * up_width, C]
+  // and [E * C, FFN].
+  Tensor router;
 };
 
 class TiledMlp {
@@ -67,6 +77,7 @@ class TiledMlp {
   SequenceTiledCompute tiles_;
   Tensor x1_, h2_, up_, act_;  // what the last forward(save) kept, for one shard
   comm::Comm* tensor_group_ = nullptr;
+  std::optional<MoeFeedForward> experts_;  // set for mixture-of-experts blocks
 };
 
 }  // namespace zero::model

@@ -98,6 +98,7 @@ void TransformerBlock::declare_llama_parameters(const std::string& p) {
   idx_.out_weight = weight("self_attn.o_proj.weight", {c, config_.q_dim()}, Split::kColumns);
   if (config_.attn_out_bias) idx_.out_bias = vector("self_attn.o_proj.bias", c);
   idx_.norm2_weight = vector("post_attention_layernorm.weight", c);
+  if (config_.is_moe()) return declare_expert_parameters(p);
   idx_.up_first = weight("mlp.gate_proj.weight", {inner, c}, Split::kRows);
   idx_.up_last = weight("mlp.up_proj.weight", {inner, c}, Split::kRows);
   if (config_.mlp_bias) {
@@ -106,6 +107,30 @@ void TransformerBlock::declare_llama_parameters(const std::string& p) {
   }
   idx_.down_weight = weight("mlp.down_proj.weight", {c, inner}, Split::kColumns);
   if (config_.mlp_bias) idx_.down_bias = vector("mlp.down_proj.bias", c);
+}
+
+void TransformerBlock::declare_expert_parameters(const std::string& p) {
+  // Tensor parallelism never reaches here (tensor_parallel_block_config refuses experts).
+  const int64_t c = config_.hidden_size;
+  const int64_t inner = config_.intermediate_size;
+  auto weight = [&](const std::string& name, Shape shape) {
+    return add_parameter({p + "block_sparse_moe." + name, std::move(shape), true,
+                          HfLayout::kSame});
+  };
+  idx_.router = weight("gate.weight", {config_.num_experts, c});
+  // w1 (gate) then w3 (up) per expert: expert e's [2I, C] rows are the SwiGLU's gate | up.
+  for (int64_t e = 0; e < config_.num_experts; ++e) {
+    const std::string expert = "experts." + std::to_string(e) + ".";
+    const size_t w1 = weight(expert + "w1.weight", {inner, c});
+    const size_t w3 = weight(expert + "w3.weight", {inner, c});
+    if (e == 0) idx_.up_first = w1;
+    idx_.up_last = w3;
+  }
+  for (int64_t e = 0; e < config_.num_experts; ++e) {
+    const size_t w2 = weight("experts." + std::to_string(e) + ".w2.weight", {c, inner});
+    if (e == 0) idx_.down_weight = w2;
+    idx_.down_last = w2;
+  }
 }
 
 // `dtype`: the table's dtype - f32 for 16-bit activations (the rotation is computed in f32
@@ -177,33 +202,35 @@ Tensor TransformerBlock::head_view(const Tensor& fused, int64_t batch, int64_t s
                 {seq_len * row, row, d, 1}, fused.offset() + column);
 }
 
-MlpTensors TransformerBlock::mlp_params() {
-  const int64_t up_width = (config_.mlp == MlpKind::kSwiGlu ? 2 : 1) * config_.intermediate_size;
+MlpTensors TransformerBlock::mlp_tensors(bool grads) {
+  auto one = [&](size_t i) { return grads ? grad(i) : param(i); };
+  auto fused = [&](size_t first, size_t last, const Shape& shape) {
+    return grads ? fused_grad(first, last, shape) : fused_param(first, last, shape);
+  };
+  const int64_t c = config_.hidden_size;
+  const int64_t inner = config_.intermediate_size;
+  // Experts stack along the rows: [E * up_width, C] and [E * C, inner].
+  const int64_t experts = config_.is_moe() ? config_.num_experts : 1;
+  const int64_t up_width = (config_.mlp == MlpKind::kSwiGlu ? 2 : 1) * inner;
   MlpTensors t;
-  t.norm_weight = param(idx_.norm2_weight);
-  if (mlp_.norm_has_bias()) t.norm_bias = param(idx_.norm2_bias);
-  t.up = fused_param(idx_.up_first, idx_.up_last, {up_width, config_.hidden_size});
+  t.norm_weight = one(idx_.norm2_weight);
+  if (mlp_.norm_has_bias()) t.norm_bias = one(idx_.norm2_bias);
+  t.up = fused(idx_.up_first, idx_.up_last, {experts * up_width, c});
   if (config_.mlp_bias) {
-    t.up_bias = fused_param(idx_.up_bias_first, idx_.up_bias_last, {up_width});
-    t.down_bias = param(idx_.down_bias);
+    t.up_bias = fused(idx_.up_bias_first, idx_.up_bias_last, {up_width});
+    t.down_bias = one(idx_.down_bias);
   }
-  t.down = param(idx_.down_weight);
+  if (config_.is_moe()) {
+    t.router = one(idx_.router);
+    t.down = fused(idx_.down_weight, idx_.down_last, {experts * c, inner});
+  } else {
+    t.down = one(idx_.down_weight);
+  }
   return t;
 }
 
-MlpTensors TransformerBlock::mlp_grads() {
-  const int64_t up_width = (config_.mlp == MlpKind::kSwiGlu ? 2 : 1) * config_.intermediate_size;
-  MlpTensors t;
-  t.norm_weight = grad(idx_.norm2_weight);
-  if (mlp_.norm_has_bias()) t.norm_bias = grad(idx_.norm2_bias);
-  t.up = fused_grad(idx_.up_first, idx_.up_last, {up_width, config_.hidden_size});
-  if (config_.mlp_bias) {
-    t.up_bias = fused_grad(idx_.up_bias_first, idx_.up_bias_last, {up_width});
-    t.down_bias = grad(idx_.down_bias);
-  }
-  t.down = grad(idx_.down_weight);
-  return t;
-}
+MlpTensors TransformerBlock::mlp_params() { return mlp_tensors(false); }
+MlpTensors TransformerBlock::mlp_grads() { return mlp_tensors(true); }
 
 void TransformerBlock::cached_attention(StepContext& ctx, Tensor& attn_heads, const Tensor& q,
                                         const Tensor& k, const Tensor& v, double scale) {

@@ -1,7 +1,7 @@
 // TransformerBlock: one pre-norm decoder block — norm, fused QKV projection, (rotary),
 // causal attention, output projection, residual; norm, MLP (GELU or SwiGLU), residual.
-// The same unit serves GPT-2, Llama, Qwen2 and Mistral; the config picks norms, biases, MLP and
-// positions, and the Hugging Face names of its parameters.
+// The same unit serves GPT-2, Llama, Qwen2, Mistral and Mixtral; the config picks norms, biases,
+// MLP (dense, or Mixtral's experts) and positions, and the Hugging Face names of its parameters.
 //
 // Layout trick: parameters that are used as one matrix are declared adjacently, so q/k/v
 // (and gate/up) run as one matmul through a fused view while loading and saving still see the
@@ -47,9 +47,16 @@ class TransformerBlock final : public Unit {
     size_t up_first = 0, up_last = 0;              // c_fc, or gate_proj + up_proj
     size_t up_bias_first = 0, up_bias_last = 0;
     size_t down_weight = 0, down_bias = 0;
+    // Mixture of experts: the router, every expert's w1 | w3 (up_first..up_last) and every
+    // expert's w2 (down_weight..down_last), each group adjacent so that it is one fused view.
+    size_t router = 0, down_last = 0;
   };
   void declare_gpt2_parameters(const std::string& prefix);
   void declare_llama_parameters(const std::string& prefix);
+  // Mixtral's block_sparse_moe parameters in place of the dense MLP's.
+  void declare_expert_parameters(const std::string& prefix);
+  // The MLP half's views (of parameters, or of gradients when `grads`).
+  MlpTensors mlp_tensors(bool grads);
   const RopeTable& rope_for(backend::Backend& backend, int64_t seq_len, DType dtype);
   // Rotary rows for positions first .. first + seq_len - 1 (views into rope_for's table of
   // table_len >= first + seq_len rows: generation asks for the cache's capacity, so the table is

@@ -161,6 +161,27 @@ double read_rope_theta(const KeyReader& keys) {
   return keys.positive_number_or("rope_theta", 10000.0);
 }
 
+// Mixtral's sparse MLP: the expert count, the experts per token, and the two training-time
+// router settings zero.cpp does not implement yet, refused rather than ignored.
+void read_mixtral_experts(const KeyReader& keys, TransformerConfig& config) {
+  config.num_experts = keys.size("num_local_experts", kExpertsLimit);
+  config.experts_per_token = keys.size(
+      "num_experts_per_tok", {config.num_experts, "a token chooses among num_local_experts"});
+  config.normalize_expert_weights = true;  // Mixtral renormalises the chosen experts' weights
+  if (keys.boolean_or("output_router_logits", false)) {
+    keys.fail("output_router_logits",
+              "is true: the router's load-balancing loss (router_aux_loss_coef) is not "
+              "implemented yet; set it to false to train without it (transformers' default)");
+  }
+  if (keys.has("router_jitter_noise")) {
+    const auto& noise = keys.at("router_jitter_noise");
+    if (!noise.is_number() || noise.get<double>() != 0.0) {
+      keys.fail("router_jitter_noise", "is " + io::json_excerpt(noise) +
+                                           "; router jitter is not supported, set it to 0");
+    }
+  }
+}
+
 void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFamily family) {
   config.family = family;
   config.vocab_size = keys.size("vocab_size", kVocabSizeLimit);
@@ -197,10 +218,12 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
     if (!types.is_array()) keys.fail("layer_types", "must be a list of strings");
     for (const auto& t : types) {
       if (t == "full_attention") continue;
-      if (t == "sliding_attention" && family == ModelFamily::kMistral) continue;
+      const bool mistral_like =
+          family == ModelFamily::kMistral || family == ModelFamily::kMixtral;
+      if (t == "sliding_attention" && mistral_like) continue;
       keys.fail("layer_types", "contains " + io::json_excerpt(t) +
-                                   "; only full attention (or Mistral's uniform sliding window) is "
-                                   "supported");
+                                   "; only full attention (or Mistral's and Mixtral's uniform "
+                                   "sliding window) is supported");
     }
   }
   switch (family) {
@@ -219,6 +242,12 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
       config.qkv_bias = config.attn_out_bias = config.mlp_bias = false;
       config.sliding_window = keys.size_or("sliding_window", 0, kSlidingWindowLimit);
       break;
+    case ModelFamily::kMixtral:
+      config.architecture = "MixtralForCausalLM";
+      config.qkv_bias = config.attn_out_bias = config.mlp_bias = false;
+      config.sliding_window = keys.size_or("sliding_window", 0, kSlidingWindowLimit);
+      read_mixtral_experts(keys, config);
+      break;
     default:
       config.architecture = "LlamaForCausalLM";
       config.qkv_bias = config.attn_out_bias = keys.boolean_or("attention_bias", false);
@@ -228,7 +257,8 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
 }
 
 std::string supported_architectures() {
-  return "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM";
+  return "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
+         "MixtralForCausalLM";
 }
 
 }  // namespace
@@ -239,6 +269,7 @@ const char* family_name(ModelFamily family) {
     case ModelFamily::kLlama: return "llama";
     case ModelFamily::kQwen2: return "qwen2";
     case ModelFamily::kMistral: return "mistral";
+    case ModelFamily::kMixtral: return "mixtral";
   }
   return "unknown";
 }
@@ -272,6 +303,9 @@ TransformerConfig TransformerConfig::from_hf_json(const nlohmann::json& json,
   } else if (architecture == "MistralForCausalLM" ||
              (architecture.empty() && model_type == "mistral")) {
     read_llama_like(keys, config, ModelFamily::kMistral);
+  } else if (architecture == "MixtralForCausalLM" ||
+             (architecture.empty() && model_type == "mixtral")) {
+    read_llama_like(keys, config, ModelFamily::kMixtral);
   } else {
     throw ConfigError(source + ": unsupported architecture \"" +
                       (architecture.empty() ? model_type : architecture) +
@@ -322,8 +356,13 @@ nlohmann::json TransformerConfig::to_hf_json() const {
     json["attention_bias"] = qkv_bias;
     json["mlp_bias"] = mlp_bias;
   }
-  if (family == ModelFamily::kMistral) {
+  if (family == ModelFamily::kMistral || family == ModelFamily::kMixtral) {
     json["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nlohmann::json();
+  }
+  if (family == ModelFamily::kMixtral) {
+    json["num_local_experts"] = num_experts;
+    json["num_experts_per_tok"] = experts_per_token;
+    json["output_router_logits"] = false;
   }
   return json;
 }
@@ -344,6 +383,12 @@ void TransformerConfig::validate(const std::string& source) const {
           "rope_theta must be a positive number");
   require(norm_eps > 0.0 && std::isfinite(norm_eps),
           "the normalisation epsilon must be a positive number");
+  require(!is_moe() || (mlp == MlpKind::kSwiGlu && !mlp_bias),
+          "mixture-of-experts blocks have SwiGLU experts without biases");
+  require(is_moe() || family != ModelFamily::kMixtral,
+          "a Mixtral model needs num_local_experts and num_experts_per_tok");
+  require(!is_moe() || family == ModelFamily::kMixtral,
+          std::string("experts are part of Mixtral models, not ") + family_name(family));
 }
 
 int64_t TransformerConfig::num_parameters() const {
@@ -409,6 +454,12 @@ TransformerConfig preset_config(std::string_view name) {
     // The GPU speed benchmark's Llama shape (bench/, issue 13): multi-head attention, a 32k
     // Llama-2 vocabulary, untied head.
     c = llama_shape(32000, 4096, 2048, 16, 16, 16, 5632, 10000.0, false);
+  } else if (name == "tiny-mixtral") {
+    c = llama_shape(256, 256, 128, 4, 4, 2, 176, 10000.0, false);
+    c.family = ModelFamily::kMixtral;
+    c.architecture = "MixtralForCausalLM";
+    c.num_experts = 8;
+    c.experts_per_token = 2;
   } else {
     std::string names;
     for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -420,7 +471,8 @@ TransformerConfig preset_config(std::string_view name) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-llama", "gpt2-124m", "gpt2-350m", "llama-1b", "llama-1b-mha"};
+  return {"tiny",     "tiny-llama", "tiny-mixtral", "gpt2-124m",
+          "gpt2-350m", "llama-1b",   "llama-1b-mha"};
 }
 
 }  // namespace zero::model

@@ -1,5 +1,6 @@
 // TransformerConfig: the shape of a decoder-only transformer, read from a Hugging Face
-// config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM) or
+// config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM,
+// MixtralForCausalLM) or
 // taken from a built-in preset. Everything the model builder needs, validated once.
 #pragma once
 #include <cstdint>
@@ -11,7 +12,7 @@
 
 namespace zero::model {
 
-enum class ModelFamily { kGpt2, kLlama, kQwen2, kMistral };
+enum class ModelFamily { kGpt2, kLlama, kQwen2, kMistral, kMixtral };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class MlpKind { kGeluTanh, kSwiGlu };
 
@@ -39,6 +40,13 @@ struct TransformerConfig {
   bool mlp_bias = true;
   bool norm_bias = true;          // LayerNorm has a bias; RMSNorm never does
   int64_t sliding_window = 0;     // 0: full causal attention
+  // Mixture of experts (Mixtral, model/moe_feed_forward.h): num_experts > 0 replaces each
+  // block's MLP by num_experts SwiGLU experts of width intermediate_size, of which a router
+  // picks experts_per_token for each token; their outputs are summed with the router's softmax
+  // weights (renormalised over the chosen experts when normalize_expert_weights).
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;
+  bool normalize_expert_weights = true;
   // The config.json this came from (empty for presets); saving writes it back with only the
   // keys zero.cpp owns updated, so fields we do not model survive a round trip.
   nlohmann::json source_json;
@@ -60,11 +68,14 @@ struct TransformerConfig {
   // Products of sizes validate() has checked: they fit int64 for any validated config.
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  bool is_moe() const { return num_experts > 0; }
 };
 
 // Built-in model shapes: "tiny" (GPT-2 style, byte vocabulary), "tiny-llama", "gpt2-124m",
 // "gpt2-350m", "llama-1b" (Llama 3.2 1B), "llama-1b-mha" (hidden 2048, 16 layers, 16 heads,
-// FFN 5632, vocabulary 32000, untied: the GPU speed benchmark's shape). Throws ConfigError listing the presets for an unknown name.
+// FFN 5632, vocabulary 32000, untied: the GPU speed benchmark's shape), "tiny-mixtral"
+// (tiny-llama's attention with 8 experts of width 176, 2 per token). Throws ConfigError listing the presets
+// for an unknown name.
 TransformerConfig preset_config(std::string_view name);
 std::vector<std::string> preset_names();
 

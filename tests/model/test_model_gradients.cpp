@@ -1,6 +1,6 @@
 // Every unit's backward, end to end through the Model, against central finite differences in
-// f64 — for each model family and its options — plus a user-defined unit in the list, and the
-// f32 path against f64.
+// f64 — for each model family and its options (Mixtral's experts and router included) — plus a
+// user-defined unit in the list, and the f32 path against f64.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -29,6 +29,10 @@ TransformerConfig tiny(ModelFamily family) {
   if (family == ModelFamily::kQwen2) {
     c.qkv_bias = true;
     c.attn_out_bias = c.mlp_bias = false;
+  }
+  if (family == ModelFamily::kMixtral) {
+    c.num_experts = 4;  // 12 tokens over 4 experts, 2 each: every expert gets some
+    c.experts_per_token = 2;
   }
   return c;
 }
@@ -88,7 +92,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FamilyCase{"llama_gqa", ModelFamily::kLlama, false, false, 0},
                       FamilyCase{"llama_all_biases_tied", ModelFamily::kLlama, true, true, 0},
                       FamilyCase{"qwen2_qkv_bias", ModelFamily::kQwen2, false, false, 0},
-                      FamilyCase{"mistral_window3", ModelFamily::kMistral, false, false, 3}),
+                      FamilyCase{"mistral_window3", ModelFamily::kMistral, false, false, 3},
+                      FamilyCase{"mixtral_experts", ModelFamily::kMixtral, false, false, 3}),
     [](const auto& param_info) { return std::string(param_info.param.label); });
 
 // A unit type defined outside the library: a learned per-channel scale of the residual stream.

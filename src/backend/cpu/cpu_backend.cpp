@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_f32_twins.h"
 #include "backend/cpu/cpu_layernorm.h"
 #include "backend/cpu/cpu_matmul.h"
+#include "backend/cpu/cpu_moe.h"
 #include "backend/cpu/cpu_onebit.h"
 #include "backend/cpu/cpu_optimizers.h"
 #include "backend/cpu/cpu_reductions.h"
@@ -204,6 +205,49 @@ void CpuBackend::attention_forward_cached(Tensor& out, const Tensor& q, const Te
   cpu::F32Twins t;
   cpu::attention_forward_cached(t.out(out), t.in(q), t.in(k_cache), t.in(v_cache), key_count,
                                 scale, window);
+  t.finish();
+}
+
+void CpuBackend::moe_route(Tensor& expert_ids, Tensor& weights, const Tensor& logits,
+                           bool normalize) {
+  if (!any_16bit(logits)) return cpu::moe_route(expert_ids, weights, logits, normalize);
+  cpu::F32Twins t;  // the weights are f32 already (stats_dtype)
+  cpu::moe_route(expert_ids, weights, t.in(logits), normalize);
+}
+
+void CpuBackend::moe_dispatch(Tensor& counts, Tensor& source_rows, Tensor& slot_of,
+                              const Tensor& expert_ids, int64_t num_experts) {
+  cpu::moe_dispatch(counts, source_rows, slot_of, expert_ids, num_experts);  // integers only
+}
+
+void CpuBackend::moe_combine(Tensor& out, const Tensor& rows, const Tensor& slot_of,
+                             const Tensor* weights) {
+  if (!any_16bit(out, rows)) return cpu::moe_combine(out, rows, slot_of, weights);
+  cpu::F32Twins t;
+  cpu::moe_combine(t.out(out), t.in(rows), slot_of, weights);
+  t.finish();
+}
+
+void CpuBackend::moe_combine_backward(Tensor& d_rows, Tensor& d_weights, const Tensor& dout,
+                                      const Tensor& rows, const Tensor& slot_of,
+                                      const Tensor& weights) {
+  if (!any_16bit(d_rows, dout, rows)) {
+    return cpu::moe_combine_backward(d_rows, d_weights, dout, rows, slot_of, weights);
+  }
+  cpu::F32Twins t;
+  cpu::moe_combine_backward(t.out(d_rows), d_weights, t.in(dout), t.in(rows), slot_of, weights);
+  t.finish();
+}
+
+void CpuBackend::moe_route_backward(Tensor& dlogits, const Tensor& d_weights,
+                                    const Tensor& expert_ids, const Tensor& weights,
+                                    const Tensor& logits, bool normalize) {
+  if (!any_16bit(dlogits, logits)) {
+    return cpu::moe_route_backward(dlogits, d_weights, expert_ids, weights, logits, normalize);
+  }
+  cpu::F32Twins t;
+  cpu::moe_route_backward(t.out(dlogits), d_weights, expert_ids, weights, t.in(logits),
+                          normalize);
   t.finish();
 }
 

@@ -261,6 +261,11 @@ void CudaBackend::raise_kernel_errors() {
                 std::to_string(bound) +
                 ") and is not ignore_index; check the labels and the model's vocab_size");
   }
+  if (code == cuda::kMoeExpertOutOfRange) {
+    throw Error("moe_dispatch: expert id " + std::to_string(value) + " at pair " +
+                std::to_string(position) + " is outside [0, " + std::to_string(bound) +
+                "); expert ids come from moe_route");
+  }
   throw Error("token id " + std::to_string(value) + " at position " + std::to_string(position) +
               " is outside the vocabulary [0, " + std::to_string(bound) +
               "); check the tokenizer and the model's vocab_size");

@@ -36,6 +36,7 @@ enum KernelErrorCode : int {
   kNoKernelError = 0,
   kEmbeddingIdOutOfRange = 1,
   kTargetOutOfRange = 2,
+  kMoeExpertOutOfRange = 3,
 };
 
 // ---- elementwise (cuda_elementwise.cu) -------------------------------------------------------
@@ -198,6 +199,34 @@ void launch_attention_backward_mma(const AttentionArgs& args, cudaStream_t strea
 void launch_kv_cache_write(void* cache, const void* x, const HeadLayout& x_layout,
                            int64_t capacity, int64_t position, size_t element_bytes,
                            cudaStream_t stream);
+
+// ---- mixture of experts (cuda_moe.cu) ---------------------------------------------------------
+// Backend::moe_route .. moe_route_backward on contiguous tensors: logits, rows, dout, d_rows and
+// dlogits of `dtype` (f32, bf16 or f16), weights and d_weights f32, indices i32 (shapes as
+// backend.h states them).
+void launch_moe_route(int32_t* expert_ids, float* weights, const void* logits, DType dtype,
+                      int64_t tokens, int64_t experts, int64_t k, bool normalize,
+                      cudaStream_t stream);
+// Device scratch moe_dispatch needs for tokens * k pairs.
+size_t moe_dispatch_scratch_bytes(int64_t slots);
+// An expert id outside [0, experts) is reported through `error` (and its pair left out of the
+// counts).
+void launch_moe_dispatch(int32_t* counts, int32_t* source_rows, int32_t* slot_of,
+                         const int32_t* expert_ids, int64_t tokens, int64_t k, int64_t experts,
+                         void* scratch, size_t scratch_bytes, KernelErrorSlot* error,
+                         cudaStream_t stream);
+// weights == nullptr: unit weights.
+void launch_moe_combine(void* out, const void* rows, DType dtype, const int32_t* slot_of,
+                        const float* weights, int64_t tokens, int64_t k, int64_t columns,
+                        cudaStream_t stream);
+void launch_moe_combine_backward(void* d_rows, float* d_weights, const void* dout,
+                                 const void* rows, DType dtype, const int32_t* slot_of,
+                                 const float* weights, int64_t tokens, int64_t k,
+                                 int64_t columns, cudaStream_t stream);
+void launch_moe_route_backward(void* dlogits, const float* d_weights, const int32_t* expert_ids,
+                               const float* weights, const void* logits, DType dtype,
+                               int64_t tokens, int64_t experts, int64_t k, bool normalize,
+                               cudaStream_t stream);
 
 // ---- loss (cuda_cross_entropy.cu) --------------------------------------------------------------
 // dlogits may equal logits (the fused loss writes over the logits; then dlogits_pitch ==

@@ -366,6 +366,41 @@ void ProfilingBackend::attention_forward_cached(Tensor& out, const Tensor& q,
         });
 }
 
+void ProfilingBackend::moe_route(Tensor& expert_ids, Tensor& weights, const Tensor& logits,
+                                 bool normalize) {
+  timed("moe_route", [&] { return elementwise(shapes({{"logits", &logits}}), logits); },
+        [&] { inner_->moe_route(expert_ids, weights, logits, normalize); });
+}
+
+void ProfilingBackend::moe_dispatch(Tensor& counts, Tensor& source_rows, Tensor& slot_of,
+                                    const Tensor& expert_ids, int64_t num_experts) {
+  timed("moe_dispatch",
+        [&] { return elementwise(shapes({{"expert_ids", &expert_ids}}), expert_ids); },
+        [&] { inner_->moe_dispatch(counts, source_rows, slot_of, expert_ids, num_experts); });
+}
+
+void ProfilingBackend::moe_combine(Tensor& out, const Tensor& rows, const Tensor& slot_of,
+                                   const Tensor* weights) {
+  timed("moe_combine", [&] { return elementwise(shapes({{"rows", &rows}}), rows); },
+        [&] { inner_->moe_combine(out, rows, slot_of, weights); });
+}
+
+void ProfilingBackend::moe_combine_backward(Tensor& d_rows, Tensor& d_weights, const Tensor& dout,
+                                            const Tensor& rows, const Tensor& slot_of,
+                                            const Tensor& weights) {
+  timed("moe_combine_backward", [&] { return elementwise(shapes({{"rows", &rows}}), rows); },
+        [&] { inner_->moe_combine_backward(d_rows, d_weights, dout, rows, slot_of, weights); });
+}
+
+void ProfilingBackend::moe_route_backward(Tensor& dlogits, const Tensor& d_weights,
+                                          const Tensor& expert_ids, const Tensor& weights,
+                                          const Tensor& logits, bool normalize) {
+  timed("moe_route_backward", [&] { return elementwise(shapes({{"logits", &logits}}), logits); },
+        [&] {
+          inner_->moe_route_backward(dlogits, d_weights, expert_ids, weights, logits, normalize);
+        });
+}
+
 void ProfilingBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                                              const Tensor& targets, int64_t ignore_index,
                                              double grad_scale) {

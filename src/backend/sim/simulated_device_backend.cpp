@@ -267,6 +267,51 @@ void SimulatedDeviceBackend::attention_forward_cached(Tensor& out, const Tensor&
                                 host_alias(v_cache, op), key_count, scale, window);
 }
 
+void SimulatedDeviceBackend::moe_route(Tensor& expert_ids, Tensor& weights,
+                                       const Tensor& logits, bool normalize) {
+  const char* op = "moe_route";
+  Tensor ids_h = host_alias(expert_ids, op);
+  Tensor weights_h = host_alias(weights, op);
+  cpu_.moe_route(ids_h, weights_h, host_alias(logits, op), normalize);
+}
+
+void SimulatedDeviceBackend::moe_dispatch(Tensor& counts, Tensor& source_rows, Tensor& slot_of,
+                                          const Tensor& expert_ids, int64_t num_experts) {
+  const char* op = "moe_dispatch";
+  Tensor counts_h = host_alias(counts, op);
+  Tensor rows_h = host_alias(source_rows, op);
+  Tensor slots_h = host_alias(slot_of, op);
+  cpu_.moe_dispatch(counts_h, rows_h, slots_h, host_alias(expert_ids, op), num_experts);
+}
+
+void SimulatedDeviceBackend::moe_combine(Tensor& out, const Tensor& rows, const Tensor& slot_of,
+                                         const Tensor* weights) {
+  const char* op = "moe_combine";
+  Tensor out_h = host_alias(out, op);
+  Tensor weights_slot;
+  cpu_.moe_combine(out_h, host_alias(rows, op), host_alias(slot_of, op),
+                   host_alias(weights, weights_slot, op));
+}
+
+void SimulatedDeviceBackend::moe_combine_backward(Tensor& d_rows, Tensor& d_weights,
+                                                  const Tensor& dout, const Tensor& rows,
+                                                  const Tensor& slot_of, const Tensor& weights) {
+  const char* op = "moe_combine_backward";
+  Tensor d_rows_h = host_alias(d_rows, op);
+  Tensor d_weights_h = host_alias(d_weights, op);
+  cpu_.moe_combine_backward(d_rows_h, d_weights_h, host_alias(dout, op), host_alias(rows, op),
+                            host_alias(slot_of, op), host_alias(weights, op));
+}
+
+void SimulatedDeviceBackend::moe_route_backward(Tensor& dlogits, const Tensor& d_weights,
+                                                const Tensor& expert_ids, const Tensor& weights,
+                                                const Tensor& logits, bool normalize) {
+  const char* op = "moe_route_backward";
+  Tensor dlogits_h = host_alias(dlogits, op);
+  cpu_.moe_route_backward(dlogits_h, host_alias(d_weights, op), host_alias(expert_ids, op),
+                          host_alias(weights, op), host_alias(logits, op), normalize);
+}
+
 void SimulatedDeviceBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits,
                                                    const Tensor& logits, const Tensor& targets,
                                                    int64_t ignore_index, double grad_scale) {

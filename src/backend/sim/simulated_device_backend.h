@@ -89,6 +89,17 @@ class SimulatedDeviceBackend final : public Backend {
   void attention_forward_cached(Tensor& out, const Tensor& q, const Tensor& k_cache,
                                 const Tensor& v_cache, int64_t key_count, double scale,
                                 int64_t window) override;
+  void moe_route(Tensor& expert_ids, Tensor& weights, const Tensor& logits,
+                 bool normalize) override;
+  void moe_dispatch(Tensor& counts, Tensor& source_rows, Tensor& slot_of,
+                    const Tensor& expert_ids, int64_t num_experts) override;
+  void moe_combine(Tensor& out, const Tensor& rows, const Tensor& slot_of,
+                   const Tensor* weights) override;
+  void moe_combine_backward(Tensor& d_rows, Tensor& d_weights, const Tensor& dout,
+                            const Tensor& rows, const Tensor& slot_of,
+                            const Tensor& weights) override;
+  void moe_route_backward(Tensor& dlogits, const Tensor& d_weights, const Tensor& expert_ids,
+                          const Tensor& weights, const Tensor& logits, bool normalize) override;
   void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                              const Tensor& targets, int64_t ignore_index,
                              double grad_scale) override;

@@ -1,0 +1,274 @@
+// Mixture-of-experts routing on the GPU (Backend::moe_route, moe_dispatch, moe_combine,
+// moe_combine_backward, moe_route_backward). Routing is a thread per token (E is tens to a few
+// hundred experts; the router's matrix product dominates), the dispatch order a stable CUB radix
+// sort of the expert ids (equal ids keep their pair order: expert, then token, then choice, as
+// the CPU's counting sort), and the combines a block per token over its columns. Sums run in a
+// fixed order (a block reduction's fixed tree for the dot products), so results do not depend on
+// timing.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cmath>
+
+#include "backend/cuda/cuda_device_math.cuh"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace zero::backend::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// The selection order of two logits: larger first, the lower id first among equals. A NaN
+// counts as -Inf here, so a row with NaNs still selects k valid ids (its weights are NaN, which
+// the step's overflow check sees).
+__device__ __forceinline__ float selection_key(float x) { return isnan(x) ? -INFINITY : x; }
+__device__ __forceinline__ bool selected_before(float a, int64_t a_id, float b, int64_t b_id) {
+  return a > b || (a == b && a_id < b_id);
+}
+
+template <typename T>
+__global__ void moe_route_kernel(int32_t* ids, float* weights, const T* logits, int64_t tokens,
+                                 int64_t experts, int64_t k, bool normalize) {
+  for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < tokens;
+       n += int64_t{gridDim.x} * blockDim.x) {
+    const T* row = logits + n * experts;
+    float max = load_f32(row, 0);
+    for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+    // k passes, each taking the best expert after the previous one in selection order.
+    float previous = INFINITY;
+    int64_t previous_id = -1;
+    float chosen = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      float best_key = -INFINITY;
+      for (int64_t e = 0; e < experts; ++e) {
+        const float key = selection_key(load_f32(row, e));
+        if (!selected_before(previous, previous_id, key, e)) continue;
+        if (best < 0 || selected_before(key, e, best_key, best)) {
+          best = e;
+          best_key = key;
+        }
+      }
+      previous = best_key;
+      previous_id = best;
+      const float p = expf(load_f32(row, best) - max) / sum;
+      ids[n * k + j] = static_cast<int32_t>(best);
+      weights[n * k + j] = p;
+      chosen += p;
+    }
+    if (normalize) {
+      for (int64_t j = 0; j < k; ++j) weights[n * k + j] = weights[n * k + j] / chosen;
+    }
+  }
+}
+
+// Sort keys: the expert id, or `experts` (sorted last) for an invalid one, which is reported.
+__global__ void moe_keys_kernel(uint32_t* keys, uint32_t* pairs, const int32_t* ids,
+                                int64_t slots, int64_t experts, KernelErrorSlot* error) {
+  for (int64_t s = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; s < slots;
+       s += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t id = ids[s];
+    const bool valid = id >= 0 && id < experts;
+    if (!valid) report_kernel_error(error, kMoeExpertOutOfRange, id, experts, s);
+    keys[s] = static_cast<uint32_t>(valid ? id : experts);
+    pairs[s] = static_cast<uint32_t>(s);
+  }
+}
+
+// Slot i holds pair sorted_pairs[i]: its token is the source row; the pair learns its slot.
+__global__ void moe_slots_kernel(int32_t* source_rows, int32_t* slot_of, int32_t* counts,
+                                 const uint32_t* sorted_keys, const uint32_t* sorted_pairs,
+                                 int64_t slots, int64_t experts, int64_t k) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < slots;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint32_t pair = sorted_pairs[i];
+    source_rows[i] = static_cast<int32_t>(pair / static_cast<uint64_t>(k));
+    slot_of[pair] = static_cast<int32_t>(i);
+    // Integer additions: the counts do not depend on their order.
+    if (sorted_keys[i] < experts) atomicAdd(&counts[sorted_keys[i]], 1);
+  }
+}
+
+template <typename T>
+__global__ void moe_combine_kernel(T* out, const T* rows, const int32_t* slot_of,
+                                   const float* weights, int64_t tokens, int64_t k,
+                                   int64_t columns) {
+  for (int64_t n = blockIdx.x; n < tokens; n += gridDim.x) {
+    for (int64_t c = threadIdx.x; c < columns; c += blockDim.x) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t slot = slot_of[n * k + j];
+        const float w = weights != nullptr ? weights[n * k + j] : 1.0f;
+        acc += w * load_f32(rows, slot * columns + c);
+      }
+      store_f32(out, n * columns + c, acc);
+    }
+  }
+}
+
+template <typename T>
+__global__ void moe_combine_backward_kernel(T* d_rows, float* d_weights, const T* dout,
+                                            const T* rows, const int32_t* slot_of,
+                                            const float* weights, int64_t tokens, int64_t k,
+                                            int64_t columns) {
+  __shared__ float shared[kWarp];
+  for (int64_t n = blockIdx.x; n < tokens; n += gridDim.x) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t slot = slot_of[n * k + j];
+      const float w = weights[n * k + j];
+      float dot = 0.0f;
+      for (int64_t c = threadIdx.x; c < columns; c += blockDim.x) {
+        const float g = load_f32(dout, n * columns + c);
+        store_f32(d_rows, slot * columns + c, w * g);
+        dot += g * load_f32(rows, slot * columns + c);
+      }
+      dot = block_sum(dot, shared);
+      if (threadIdx.x == 0) d_weights[n * k + j] = dot;
+    }
+  }
+}
+
+template <typename T>
+__global__ void moe_route_backward_kernel(T* dlogits, const float* d_weights, const int32_t* ids,
+                                          const float* weights, const T* logits, int64_t tokens,
+                                          int64_t experts, int64_t k, bool normalize) {
+  for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < tokens;
+       n += int64_t{gridDim.x} * blockDim.x) {
+    const float* w = weights + n * k;
+    const float* d = d_weights + n * k;
+    const int32_t* id = ids + n * k;
+    T* out = dlogits + n * experts;
+    float weighted = 0.0f;  // sum_j w_j d_j
+    for (int64_t j = 0; j < k; ++j) weighted += w[j] * d[j];
+    if (normalize) {
+      for (int64_t e = 0; e < experts; ++e) store_f32(out, e, 0.0f);
+      for (int64_t j = 0; j < k; ++j) store_f32(out, id[j], w[j] * (d[j] - weighted));
+      continue;
+    }
+    const T* row = logits + n * experts;
+    float max = load_f32(row, 0);
+    for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+    for (int64_t e = 0; e < experts; ++e) {
+      float chosen_d = 0.0f;  // d'_e: a row's k ids are distinct
+      for (int64_t j = 0; j < k; ++j) chosen_d = id[j] == e ? d[j] : chosen_d;
+      const float p = expf(load_f32(row, e) - max) / sum;
+      store_f32(out, e, p * (chosen_d - weighted));
+    }
+  }
+}
+
+unsigned row_grid(int64_t rows) {
+  constexpr int64_t kMaxBlocks = 65535;
+  return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
+}
+
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+size_t cub_sort_bytes(int64_t n) {
+  size_t bytes = 0;
+  ZERO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, static_cast<uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr), static_cast<int>(n)));
+  return bytes;
+}
+
+}  // namespace
+
+void launch_moe_route(int32_t* expert_ids, float* weights, const void* logits, DType dtype,
+                      int64_t tokens, int64_t experts, int64_t k, bool normalize,
+                      cudaStream_t stream) {
+  if (tokens == 0) return;
+  dispatch_storage(dtype, "moe_route", [&](auto tag) {
+    using T = decltype(tag);
+    moe_route_kernel<T><<<grid_for(tokens, kThreads), kThreads, 0, stream>>>(
+        expert_ids, weights, static_cast<const T*>(logits), tokens, experts, k, normalize);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+size_t moe_dispatch_scratch_bytes(int64_t slots) {
+  return 4 * aligned(static_cast<size_t>(slots) * sizeof(uint32_t)) +
+         aligned(cub_sort_bytes(slots));
+}
+
+void launch_moe_dispatch(int32_t* counts, int32_t* source_rows, int32_t* slot_of,
+                         const int32_t* expert_ids, int64_t tokens, int64_t k, int64_t experts,
+                         void* scratch, size_t scratch_bytes, KernelErrorSlot* error,
+                         cudaStream_t stream) {
+  ZERO_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(experts) * sizeof(int32_t),
+                                  stream));
+  const int64_t slots = tokens * k;
+  if (slots == 0) return;
+  ZERO_CHECK(slots <= INT32_MAX && experts < UINT32_MAX,
+             "moe_dispatch: " << slots << " pairs over " << experts
+                              << " experts exceed the 32-bit sort keys");
+  ZERO_CHECK(scratch_bytes >= moe_dispatch_scratch_bytes(slots),
+             "moe_dispatch: scratch of " << scratch_bytes << " bytes is too small");
+  const size_t array = aligned(static_cast<size_t>(slots) * sizeof(uint32_t));
+  char* base = static_cast<char*>(scratch);
+  auto* keys_in = reinterpret_cast<uint32_t*>(base);
+  auto* keys_out = reinterpret_cast<uint32_t*>(base + array);
+  auto* pairs_in = reinterpret_cast<uint32_t*>(base + 2 * array);
+  auto* pairs_out = reinterpret_cast<uint32_t*>(base + 3 * array);
+  void* temp = base + 4 * array;
+  size_t temp_bytes = scratch_bytes - 4 * array;
+  moe_keys_kernel<<<grid_for(slots, kThreads), kThreads, 0, stream>>>(keys_in, pairs_in,
+                                                                      expert_ids, slots, experts,
+                                                                      error);
+  ZERO_CUDA_CHECK_LAUNCH();
+  // Radix sort is stable: the pairs of one expert keep their order. Only the bits that can be
+  // set are sorted (keys <= experts).
+  int end_bit = 1;
+  while (end_bit < 32 && (uint64_t{1} << end_bit) <= static_cast<uint64_t>(experts)) ++end_bit;
+  ZERO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pairs_in,
+                                                  pairs_out, static_cast<int>(slots), 0, end_bit,
+                                                  stream));
+  moe_slots_kernel<<<grid_for(slots, kThreads), kThreads, 0, stream>>>(
+      source_rows, slot_of, counts, keys_out, pairs_out, slots, experts, k);
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_combine(void* out, const void* rows, DType dtype, const int32_t* slot_of,
+                        const float* weights, int64_t tokens, int64_t k, int64_t columns,
+                        cudaStream_t stream) {
+  if (tokens == 0 || columns == 0) return;
+  dispatch_storage(dtype, "moe_combine", [&](auto tag) {
+    using T = decltype(tag);
+    moe_combine_kernel<T><<<row_grid(tokens), kThreads, 0, stream>>>(
+        static_cast<T*>(out), static_cast<const T*>(rows), slot_of, weights, tokens, k, columns);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_combine_backward(void* d_rows, float* d_weights, const void* dout,
+                                 const void* rows, DType dtype, const int32_t* slot_of,
+                                 const float* weights, int64_t tokens, int64_t k,
+                                 int64_t columns, cudaStream_t stream) {
+  if (tokens == 0) return;
+  dispatch_storage(dtype, "moe_combine_backward", [&](auto tag) {
+    using T = decltype(tag);
+    moe_combine_backward_kernel<T><<<row_grid(tokens), kThreads, 0, stream>>>(
+        static_cast<T*>(d_rows), d_weights, static_cast<const T*>(dout),
+        static_cast<const T*>(rows), slot_of, weights, tokens, k, columns);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_route_backward(void* dlogits, const float* d_weights, const int32_t* expert_ids,
+                               const float* weights, const void* logits, DType dtype,
+                               int64_t tokens, int64_t experts, int64_t k, bool normalize,
+                               cudaStream_t stream) {
+  if (tokens == 0) return;
+  dispatch_storage(dtype, "moe_route_backward", [&](auto tag) {
+    using T = decltype(tag);
+    moe_route_backward_kernel<T><<<grid_for(tokens, kThreads), kThreads, 0, stream>>>(
+        static_cast<T*>(dlogits), d_weights, expert_ids, weights, static_cast<const T*>(logits),
+        tokens, experts, k, normalize);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zero::backend::cuda
