@@ -68,7 +68,12 @@ std::vector<std::pair<int64_t, int64_t>> block_matrices(const model::Transformer
   if (c.family == model::ModelFamily::kGpt2) {
     return {{q + 2 * kv, h}, {h, q}, {inter, h}, {h, inter}};
   }
-  return {{q, h}, {kv, h}, {kv, h}, {h, q}, {inter, h}, {inter, h}, {h, inter}};
+  std::vector<std::pair<int64_t, int64_t>> matrices = {{q, h}, {kv, h}, {kv, h}, {h, q}};
+  if (c.is_moe()) matrices.push_back({c.num_experts, h});  // the router
+  for (int64_t e = 0; e < (c.is_moe() ? c.num_experts : 1); ++e) {
+    matrices.insert(matrices.end(), {{inter, h}, {inter, h}, {h, inter}});
+  }
+  return matrices;
 }
 
 }  // namespace

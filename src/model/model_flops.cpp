@@ -58,10 +58,20 @@ std::vector<UnitFlops> unit_flops(const TransformerConfig& c, int64_t batch, int
         attention("attention values PV (causal)", causal_product),
         weights("attention output projection", q * h + bias(c.attn_out_bias, h), tokens * q * h),
         elementwise("mlp norm", norm_params),
-        weights(swiglu ? "mlp gate+up projection" : "mlp up projection",
-                h * up + bias(c.mlp_bias, up), tokens * h * up),
-        weights("mlp down projection", inner * h + bias(c.mlp_bias, h), tokens * inner * h),
     };
+    if (c.is_moe()) {
+      // Every expert's weights count as parameters; each token runs only its k experts.
+      const auto experts = static_cast<double>(c.num_experts);
+      const double routed = tokens * static_cast<double>(c.experts_per_token);
+      block.ops.push_back(weights("moe router", experts * h, tokens * h * experts));
+      block.ops.push_back(weights("moe experts gate+up", experts * h * up, routed * h * up));
+      block.ops.push_back(weights("moe experts down", experts * inner * h, routed * inner * h));
+    } else {
+      block.ops.push_back(weights(swiglu ? "mlp gate+up projection" : "mlp up projection",
+                                  h * up + bias(c.mlp_bias, up), tokens * h * up));
+      block.ops.push_back(weights("mlp down projection", inner * h + bias(c.mlp_bias, h),
+                                  tokens * inner * h));
+    }
     units.push_back(std::move(block));
   }
 

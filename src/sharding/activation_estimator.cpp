@@ -70,7 +70,21 @@ ActivationMemory estimate_activations(const model::TransformerConfig& c,
     gathered_row = mul({w, add({mul({2, q}), mul({2, gathered_kv})})});
   }
   const int64_t attention_row = add({mul({w, add({h, q, mul({2, kv}), q})}), gathered_row});
-  const int64_t mlp_row = tiled_mlp ? mul({w, h}) : mul({w, add({mul({2, h}), up, inter})});
+  // The MLP's saved set per row, untiled; MoE: Mixtral's experts (model/moe_feed_forward.h):
+  // the norm's input and output, the router's logits, and for each of the k pairs its
+  // intermediates and output, its weight (f32) and three 32-bit indices.
+  const int64_t k = c.is_moe() ? c.experts_per_token : 1;
+  // Besides x1 (which a tiled shard only views):
+  const int64_t recomputed_mlp_row =
+      c.is_moe() ? add({mul({w, add({h, c.num_experts})}), mul({k, w, add({up, inter, h})}),
+                        mul({k, 16})})
+                 : mul({w, add({h, up, inter})});
+  const int64_t untiled_mlp_row = add({mul({w, h}), recomputed_mlp_row});
+  // MoE backward: each pair's input (gathered again), its gradient and the output's, d_act and
+  // d_up at once, the saved outputs freed by then (net 2h); dense: d_act then d_up.
+  const int64_t mlp_backward_row = c.is_moe() ? mul({k, w, add({mul({2, h}), inter, up})})
+                                              : mul({w, std::max(inter, up)});
+  const int64_t mlp_row = tiled_mlp ? mul({w, h}) : untiled_mlp_row;
   int64_t dropout_row = 0;
   if (a.dropout) dropout_row = mul({2, h});  // 1-byte masks after attention and MLP
   int64_t block_saved = mul({t, add({attention_row, mlp_row, dropout_row})});
@@ -91,10 +105,10 @@ ActivationMemory estimate_activations(const model::TransformerConfig& c,
   int64_t mlp_phase = 0;
   if (tiled_mlp) {
     const int64_t r = ceil_div(t, m.mlp_shards);
-    const int64_t shard = mul({r, add({mul({w, add({h, up, inter, std::max(inter, up)})}), stat})});
+    const int64_t shard = mul({r, add({recomputed_mlp_row, mlp_backward_row, stat})});
     mlp_phase = add({dy, input /* dx */, shard});
   } else {
-    mlp_phase = add({dy, mul({t, w, std::max(inter, up)})});
+    mlp_phase = add({dy, mul({t, mlp_backward_row})});
   }
   // The attention half (the MLP's saved set is freed by then): at the norm's backward dy, d_x1,
   // d_attn, d_qkv, d_h1 and dx are alive (d_attn and d_qkv are dropped early, but head views of

@@ -15,6 +15,8 @@
 //   input x                      w h      (the previous unit's output)
 //   attention: h1, qkv, attn     w (h + q + 2kv + q)     lse f a (flash; eager: a s^2 w / row)
 //   MLP untiled: x1, h2, up, act w (2h + U + I)          tiled (N > 1): x1 only, w h
+//   MoE (E experts, k per token): x1, h2, router logits, and per pair up, act and output:
+//                                w (2h + E) + k w (U + I + h) + 16 k
 //   Ulysses (sp > 1): the gathered q, k, v and output of the core attention, [s, heads/sp]:
 //                                w (2q + 2 kv_r) with kv_r = d * sp * max(1, kv_heads/sp)
 //                                (GQA with fewer KV heads than sp replicates one per rank)
@@ -29,6 +31,8 @@
 //  (block) the last block's backward: the other blocks' saved sets + this block's saved set +
 //    its output gradient dy (t w h) + the largest working set of its backward:
 //      MLP untiled: d_act then d_up while up is alive:  t w max(I, U)
+//                   MoE: per pair its input and both gradients, d_act and d_up, its saved
+//                   output freed: t k w (2h + I + U)
 //      MLP tiled:   dx (t w h) + one shard recomputed (h2, up, act) and its gradients:
 //                   r (w (h + U + I + max(I, U)) + f), the saved MLP set being x1 only
 //      attention:   the MLP's saved set is gone; dy, d_x1, d_attn, d_qkv, d_h1 and the norm's

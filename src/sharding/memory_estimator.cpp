@@ -200,6 +200,7 @@ int64_t largest_layer_params(const model::TransformerConfig& c) {
   } else {
     modules.push_back(add(mul({h, q}), c.qkv_bias ? q : 0));
   }
+  if (c.is_moe()) modules.push_back(mul({c.num_experts, h}));  // the router
   modules.push_back(add(mul({h, inter}), c.mlp_bias ? inter : 0));  // fc / gate / up
   modules.push_back(add(mul({inter, h}), c.mlp_bias ? h : 0));      // down / proj
   return *std::max_element(modules.begin(), modules.end());

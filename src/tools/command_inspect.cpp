@@ -63,6 +63,12 @@ void describe_model_folder(const std::string& dir) {
   std::printf("  vocabulary %lld, positions %lld, intermediate %lld, tied embeddings %s\n",
               static_cast<long long>(config.vocab_size), static_cast<long long>(config.max_position_embeddings),
               static_cast<long long>(config.intermediate_size), config.tie_word_embeddings ? "yes" : "no");
+  if (config.is_moe()) {
+    std::printf("  %lld experts of width %lld, %lld per token\n",
+                static_cast<long long>(config.num_experts),
+                static_cast<long long>(config.intermediate_size),
+                static_cast<long long>(config.experts_per_token));
+  }
   std::printf("  %lld parameters\n", static_cast<long long>(config.num_parameters()));
   std::error_code error;
   for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {

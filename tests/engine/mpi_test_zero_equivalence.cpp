@@ -1,9 +1,9 @@
 // mpi-ranks: 2 3 4
-// ZeRO equivalence across processes: N ranks x stages 0-3 x two model families, 10 steps, give
-// exactly the losses and final parameters of one rank at stage 0 accumulating the same N
-// micro-batches. Bit for bit: micro-batch gradients are summed in rank order (the Comm's
-// deterministic reduction), matching the single rank's accumulation order, and the 1/N average
-// is applied once on both sides.
+// ZeRO equivalence across processes: N ranks x stages 0-3 x two model families (and Mixtral's
+// experts at stages 1 and 3), 10 steps, give exactly the losses and final parameters of one rank
+// at stage 0 accumulating the same N micro-batches. Bit for bit: micro-batch gradients are
+// summed in rank order (the Comm's deterministic reduction), matching the single rank's
+// accumulation order, and the 1/N average is applied once on both sides.
 #include <gtest/gtest.h>
 
 #include "comm/self_comm.h"
@@ -61,6 +61,17 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& param_info) {
       return std::get<0>(param_info.param) + "_stage" + std::to_string(std::get<1>(param_info.param)) +
              (std::get<2>(param_info.param) ? "_overlap" : "_serial");
+    });
+
+// Mixtral's experts: ZeRO partitions and reduces them like any parameter; the routing reads its
+// counts to the host each block, which must not disturb the bit-exact sums.
+INSTANTIATE_TEST_SUITE_P(
+    Experts, ZeroEquivalence,
+    ::testing::Combine(::testing::Values("mixtral"), ::testing::Values(1, 3),
+                       ::testing::Values(true)),
+    [](const auto& param_info) {
+      return std::get<0>(param_info.param) + "_stage" +
+             std::to_string(std::get<1>(param_info.param));
     });
 
 // bf16 master weights, bf16 optimizer states and stochastic rounding across ranks: each

@@ -16,9 +16,12 @@
 namespace zero::engine::zero_test {
 
 // "gpt2": tied embeddings, LayerNorm, GELU, learned positions. "llama": untied, RMSNorm,
-// SwiGLU, RoPE, grouped KV heads. Odd vocabularies make every unit's size awkward for N = 3.
+// SwiGLU, RoPE, grouped KV heads. "mixtral": llama's attention with 4 experts, 2 per token.
+// Odd vocabularies make every unit's size awkward for N = 3.
 inline model::TransformerConfig small_config(const std::string& family) {
-  model::TransformerConfig c = model::preset_config(family == "gpt2" ? "tiny" : "tiny-llama");
+  model::TransformerConfig c = model::preset_config(
+      family == "gpt2" ? "tiny" : family == "mixtral" ? "tiny-mixtral" : "tiny-llama");
+  if (family == "mixtral") c.num_experts = 4;
   c.vocab_size = family == "gpt2" ? 37 : 41;
   c.hidden_size = 32;
   c.num_layers = 2;

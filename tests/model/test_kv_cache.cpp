@@ -18,6 +18,7 @@
 #include "model/hf_checkpoint.h"
 #include "model/hf_fixture_copy.h"
 #include "model/kv_cache.h"
+#include "model/transformer_builder.h"
 #include "support/gradcheck.h"
 
 namespace zero::model {
@@ -127,6 +128,21 @@ TEST_P(KvCacheFixtures, CachedStepsTrackTheFullForwardWithBf16Activations) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, KvCacheFixtures,
                          ::testing::Values("tiny-gpt2", "tiny-llama", "tiny-qwen2",
                                            "tiny-mistral"));
+
+// Mixtral's experts route each token on its own, so the cached path (one new row a step) routes
+// as the full forward does: f64 logits within 1e-12 (tiny-mixtral's preset shape, random
+// weights, a 5-token window shorter than the sequence).
+TEST(KvCache, MixtralCachedStepsGiveTheFullForwardLogits) {
+  backend::CpuBackend cpu;
+  TransformerConfig config = preset_config("tiny-mixtral");
+  config.sliding_window = 5;
+  auto model = build_transformer(config, cpu, DType::kF64);
+  init_parameters(*model, 11, 0.2);
+  const Tensor ids = random_ids(2, 14, config.vocab_size, 4);
+  for (int64_t prompt : {int64_t{1}, int64_t{6}}) {
+    EXPECT_LE(worst_cached_error(*model, ids, prompt, DType::kF64), 1e-12) << "prompt " << prompt;
+  }
+}
 
 // A prompt run once and replicated to three sequences leaves the same keys and values as the
 // prompt run for all three: the next step's logits agree (f64, summation order of a batch of

@@ -107,6 +107,25 @@ TEST(ModelFlops, SwiGluCountsGateAndUpAsOneProduct) {
             4.0 * h * static_cast<double>(c.q_dim() + 2 * c.kv_dim()));
 }
 
+TEST(ModelFlops, MixtralCountsEveryExpertsWeightsButOnlyTheChosenExpertsWork) {
+  const TransformerConfig c = preset_config("tiny-mixtral");  // 8 experts, 2 per token
+  const auto units = unit_flops(c, 2, 5);                      // 10 tokens
+  const UnitFlops& block = units[1];
+  const auto h = static_cast<double>(c.hidden_size);
+  const auto inner = static_cast<double>(c.intermediate_size);
+  ASSERT_EQ(block.ops.size(), 9u);
+  EXPECT_EQ(block.ops[6].name, "moe router");
+  EXPECT_EQ(block.ops[6].params, 8.0 * h);
+  EXPECT_EQ(block.ops[6].forward_macs, 10.0 * h * 8.0);
+  EXPECT_EQ(block.ops[7].params, 8.0 * h * 2.0 * inner);
+  EXPECT_EQ(block.ops[7].forward_macs, 10.0 * 2.0 * h * 2.0 * inner);  // 20 routed rows
+  EXPECT_EQ(block.ops[8].params, 8.0 * inner * h);
+  EXPECT_EQ(block.ops[8].forward_macs, 10.0 * 2.0 * inner * h);
+  double params = 0.0;
+  for (const UnitFlops& u : units) params += u.params();
+  EXPECT_EQ(params, static_cast<double>(c.num_parameters()));
+}
+
 TEST(ModelFlops, SumOverUnitsEqualsTrainingFlopsAndThePreviousMfuFormula) {
   struct Case {
     const char* preset;
