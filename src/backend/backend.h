@@ -346,6 +346,16 @@ class Backend {
   virtual void moe_route_backward(Tensor& dlogits, const Tensor& d_weights,
                                   const Tensor& expert_ids, const Tensor& weights,
                                   const Tensor& logits, bool normalize) = 0;
+  // The router's load-balancing loss (model/router_balance.h) reads the mean softmax of each
+  // expert: sums[E] (f64, this device; += when accumulate) = sum over rows n in order of
+  // softmax(logits[n, :]) (computed as moe_route computes it, summed in f64).
+  virtual void moe_router_prob_sums(Tensor& sums, const Tensor& logits, bool accumulate) = 0;
+  // Its backward, for a loss sum_n sum_e g_e p[n, e] with p = softmax(logits) and g =
+  // scale * prob_grad (f64 [E]): dlogits[n, e] += p[n, e] (g_e - sum_e' p[n, e'] g_e'), in f32
+  // (f64 for f64 logits), accumulated into dlogits (logits' shape and dtype) as moe_route's
+  // gradient is (after moe_route_backward overwrote it).
+  virtual void moe_router_balance_backward(Tensor& dlogits, const Tensor& logits,
+                                           const Tensor& prob_grad, double scale) = 0;
 
   // ---- loss ----------------------------------------------------------------------------------
   // Fused softmax + cross-entropy over logits[N,V] with targets[N] (i32/i64). losses[N]

@@ -104,6 +104,22 @@ MoeDims check_moe_combine_backward(const char* op, const Tensor& d_rows, const T
   return d;
 }
 
+MoeDims check_moe_router_prob_sums(const char* op, const Tensor& sums, const Tensor& logits) {
+  require_matrix(op, logits, "logits");
+  const MoeDims d{logits.size(0), logits.size(1), 0, 0};
+  require(op, sums, "sums", {d.experts}, DType::kF64);
+  return d;
+}
+
+MoeDims check_moe_router_balance_backward(const char* op, const Tensor& dlogits,
+                                          const Tensor& logits, const Tensor& prob_grad) {
+  require_matrix(op, logits, "logits");
+  const MoeDims d{logits.size(0), logits.size(1), 0, 0};
+  require(op, prob_grad, "prob_grad", {d.experts}, DType::kF64);
+  require(op, dlogits, "dlogits", logits.shape(), logits.dtype());
+  return d;
+}
+
 MoeDims check_moe_route_backward(const char* op, const Tensor& dlogits, const Tensor& d_weights,
                                  const Tensor& expert_ids, const Tensor& weights,
                                  const Tensor& logits) {

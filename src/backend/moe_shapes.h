@@ -25,6 +25,10 @@ MoeDims check_moe_combine(const char* op, const Tensor& out, const Tensor& rows,
 MoeDims check_moe_combine_backward(const char* op, const Tensor& d_rows, const Tensor& d_weights,
                                    const Tensor& dout, const Tensor& rows, const Tensor& slot_of,
                                    const Tensor& weights);
+// Sizes N and E of the load-balancing ops: sums / prob_grad f64 [E], dlogits logits' shape.
+MoeDims check_moe_router_prob_sums(const char* op, const Tensor& sums, const Tensor& logits);
+MoeDims check_moe_router_balance_backward(const char* op, const Tensor& dlogits,
+                                          const Tensor& logits, const Tensor& prob_grad);
 MoeDims check_moe_route_backward(const char* op, const Tensor& dlogits, const Tensor& d_weights,
                                  const Tensor& expert_ids, const Tensor& weights,
                                  const Tensor& logits);

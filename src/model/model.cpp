@@ -87,11 +87,31 @@ Tensor Model::forward_loss(StepContext& ctx) {
         backend_, ctx.batch,
         config_ ? std::optional<int64_t>(config_->vocab_size) : std::nullopt);
   }
+  router_balance_.reset();
+  if (config_ && config_->is_moe() && config_->router_aux_loss_coef > 0.0 &&
+      ctx.kv_cache == nullptr) {
+    if (sequence_group_ != nullptr && sequence_group_->world_size() > 1) {
+      throw UnsupportedError(
+          "the routers' load-balancing loss (output_router_logits: true in config.json) with "
+          "sequence parallelism is not supported yet: it averages over whole sequences; set "
+          "output_router_logits to false or sequence_parallel_size to 1");
+    }
+    router_balance_ = std::make_unique<RouterBalance>(backend_, config_->num_experts,
+                                                      config_->router_aux_loss_coef);
+    ctx.router_balance = router_balance_.get();
+  }
   Tensor x = forward_stage(ctx, Tensor());
   if (!x.defined() || x.numel() != 1 || x.dtype() != DType::kF64 ||
       x.device() != backend_.device()) {
     throw Error("the last unit (" + units_.back()->name() + ") must return the loss as an f64 "
                 "tensor [1] on the backend's device");
+  }
+  if (router_balance_) {
+    // Hugging Face's loss: cross-entropy + router_aux_loss_coef * aux (model/router_balance.h).
+    const double aux = router_balance_->finish();
+    Tensor term = backend_.empty({1}, DType::kF64, MemoryCategory::kActivations);
+    backend_.copy_from_host(term, &aux);
+    backend_.add(x, term, 1.0);
   }
   return x;
 }

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "model/activation_checkpointer.h"
 #include "model/kv_cache.h"
+#include "model/router_balance.h"
 #include "model/transformer_config.h"
 #include "model/unit.h"
 #include "model/unit_value_source.h"
@@ -166,6 +167,9 @@ class Model {
   comm::Comm* sequence_group_ = nullptr;
   comm::Comm* tensor_group_ = nullptr;
   std::unique_ptr<ActivationCheckpointer> checkpointer_;  // saved inputs of checkpointed units
+  // The last forward_loss()'s load-balancing loss (Mixtral with output_router_logits), kept for
+  // its backward.
+  std::unique_ptr<RouterBalance> router_balance_;
   std::vector<std::unique_ptr<Unit>> units_;
   Tensor params_;
   Tensor grads_;

@@ -25,7 +25,8 @@ void MoeFeedForward::for_each_expert(Fn&& fn) const {
 }
 
 void MoeFeedForward::forward(backend::Backend& be, const Tensor& h, const Tensor& router,
-                             const Tensor& up, const Tensor& down, Tensor* y, bool save) {
+                             const Tensor& up, const Tensor& down, Tensor* y, bool save,
+                             RouterBalance* balance) {
   const int64_t rows = h.size(0), c = h.size(1), slots = rows * choices_;
   const DType dt = h.dtype();
   const auto act = MemoryCategory::kActivations;
@@ -40,6 +41,7 @@ void MoeFeedForward::forward(backend::Backend& be, const Tensor& h, const Tensor
   be.moe_dispatch(counts, source_rows, slot_of, expert_ids, experts_);
   counts_.assign(static_cast<size_t>(experts_), 0);
   be.copy_to_host(counts_.data(), counts);  // the group sizes shape the products below
+  if (balance != nullptr) balance->add(counts_, logits);
 
   Tensor gathered = be.empty({slots, c}, dt, act);
   be.embedding_forward(gathered, source_rows, h, false);
@@ -72,7 +74,8 @@ void MoeFeedForward::forward(backend::Backend& be, const Tensor& h, const Tensor
 
 Tensor MoeFeedForward::backward(backend::Backend& be, const Tensor& dy, const Tensor& router,
                                 const Tensor& up, const Tensor& down, Tensor& d_router,
-                                Tensor& d_up, Tensor& d_down) {
+                                Tensor& d_up, Tensor& d_down, const RouterBalance* balance,
+                                double loss_grad) {
   ZERO_CHECK(expert_out_.defined(), "mixture-of-experts backward without a saved forward");
   const int64_t rows = dy.size(0), c = dy.size(1), slots = rows * choices_;
   const DType dt = dy.dtype();
@@ -109,6 +112,9 @@ Tensor MoeFeedForward::backward(backend::Backend& be, const Tensor& dy, const Te
   // The router: weights = route(h @ router^T).
   Tensor d_logits = be.empty({rows, experts_}, dt, act);
   be.moe_route_backward(d_logits, d_weights, expert_ids_, weights_, logits_, normalize_);
+  if (balance != nullptr) {
+    be.moe_router_balance_backward(d_logits, logits_, balance->prob_grad(), loss_grad);
+  }
   Tensor dh_router = be.empty({rows, c}, dt, act);
   be.linear_backward(&dh_router, d_router, nullptr, d_logits, h_, router);
   be.add(dh, dh_router, 1.0);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/router_balance.h"
 
 namespace zero::model {
 
@@ -28,14 +29,18 @@ class MoeFeedForward {
                  bool normalize_weights);
 
   // y [N, C] (contiguous, h's dtype; overwritten) for h [N, C] contiguous. y == nullptr: only
-  // what backward needs (a recompute), no combine. save: keep what backward needs.
+  // what backward needs (a recompute), no combine. save: keep what backward needs. balance
+  // (optional, not owned): the forward's load-balancing loss, which gets this routing.
   void forward(backend::Backend& backend, const Tensor& h, const Tensor& router,
-               const Tensor& up, const Tensor& down, Tensor* y, bool save);
+               const Tensor& up, const Tensor& down, Tensor* y, bool save,
+               RouterBalance* balance = nullptr);
   // d h [N, C] for dy = d y [N, C] after a forward(save); the weight gradients accumulate (+=)
-  // into d_router, d_up and d_down (shaped as router, up, down).
+  // into d_router, d_up and d_down (shaped as router, up, down). balance (optional): adds
+  // loss_grad times the load-balancing loss's gradient to the router's.
   Tensor backward(backend::Backend& backend, const Tensor& dy, const Tensor& router,
                   const Tensor& up, const Tensor& down, Tensor& d_router, Tensor& d_up,
-                  Tensor& d_down);
+                  Tensor& d_down, const RouterBalance* balance = nullptr,
+                  double loss_grad = 1.0);
   void release();
   // Pairs routed to each expert by the last forward (host copy of the counts it read).
   const std::vector<int32_t>& last_counts() const { return counts_; }

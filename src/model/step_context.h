@@ -15,6 +15,7 @@ class Comm;
 namespace zero::model {
 
 class KvCache;
+class RouterBalance;
 
 inline constexpr int64_t kIgnoreIndex = -100;  // targets equal to this contribute no loss
 
@@ -83,6 +84,9 @@ struct StepContext {
   // cache and attends over every cached position, and the head returns the logits [B, V] of each
   // sequence's last position instead of the loss. Inference only: training is false.
   KvCache* kv_cache = nullptr;
+  // Mixture of experts with a load-balancing loss (model/router_balance.h, set by Model for the
+  // forward it runs): the MoE blocks add their routing to it, and read its gradient in backward.
+  RouterBalance* router_balance = nullptr;
 };
 
 }  // namespace zero::model

@@ -33,7 +33,7 @@ void TiledMlp::shard_after_norm(backend::Backend& be, const Tensor& x1, const Te
                                 Tensor* y, const MlpTensors& p, bool save) {
   if (experts_) {
     // Tensor parallelism never reaches experts (tensor_parallel_block_config refuses them).
-    experts_->forward(be, h2, p.router, p.up, p.down, y, save);
+    experts_->forward(be, h2, p.router, p.up, p.down, y, save, balance_);
     if (y != nullptr) be.add(*y, x1, 1.0);  // the residual
     if (save) {
       x1_ = x1;
@@ -73,7 +73,8 @@ Tensor TiledMlp::shard_backward(backend::Backend& be, const Tensor& dy, const Ml
   const auto act = MemoryCategory::kActivations;
   if (experts_) {
     ZERO_CHECK(h2_.defined(), "MLP backward without a saved forward");
-    Tensor d_h2 = experts_->backward(be, dy, p.router, p.up, p.down, g.router, g.up, g.down);
+    Tensor d_h2 = experts_->backward(be, dy, p.router, p.up, p.down, g.router, g.up, g.down,
+                                     balance_, loss_grad_);
     h2_ = Tensor();
     Tensor d_x1 = norm_.backward(be, d_h2, x1_, p.norm_weight, g.norm_weight,
                                  optional(g.norm_bias), &dy);

@@ -60,6 +60,12 @@ class TiledMlp {
   void release();
   // The tensor-parallel group of the next forward/backward (null: the whole MLP). Not owned.
   void set_tensor_group(comm::Comm* group) { tensor_group_ = group; }
+  // Mixture of experts: the step's load-balancing loss (null: none) and, for the backward,
+  // d(objective)/d(loss). Not owned.
+  void set_router_balance(RouterBalance* balance, double loss_grad) {
+    balance_ = balance;
+    loss_grad_ = loss_grad;
+  }
 
  private:
   // One shard (or all rows) forward: see SequenceTiledCompute::ShardForward.
@@ -78,6 +84,8 @@ class TiledMlp {
   Tensor x1_, h2_, up_, act_;  // what the last forward(save) kept, for one shard
   comm::Comm* tensor_group_ = nullptr;
   std::optional<MoeFeedForward> experts_;  // set for mixture-of-experts blocks
+  RouterBalance* balance_ = nullptr;
+  double loss_grad_ = 1.0;
 };
 
 }  // namespace zero::model

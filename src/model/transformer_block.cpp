@@ -309,6 +309,7 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   const int64_t mlp_shards = std::min(
       rows, resolve_mlp_shards(ctx.sequence_tiling.mlp_shards, seq_len_, config_.hidden_size));
   mlp_.set_tensor_group(tp_group);
+  mlp_.set_router_balance(ctx.router_balance, ctx.loss_grad);
   Tensor y;
   if (mlp_shards <= 1) {
     // The residual add and the MLP's norm in one op (x1 becomes x1 + x).
@@ -344,6 +345,7 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   // MLP branch: y = x1 + down(act(up(norm2(x1)))), the residual included.
   MlpTensors mlp_grad = mlp_grads();
   mlp_.set_tensor_group(tp_group);
+  mlp_.set_router_balance(ctx.router_balance, ctx.loss_grad);
   Tensor d_x1 = mlp_.backward(be, dy, mlp_params(), mlp_grad);
 
   // Attention branch: x1 = x + out(attention(rope(qkv(norm1(x))))).

@@ -123,6 +123,12 @@ std::unique_ptr<Model> build_transformer_stage(const TransformerConfig& config,
                       std::to_string(end) + ") are not a non-empty range of the model's " +
                       std::to_string(count) + " units");
   }
+  if (config.router_aux_loss_coef > 0.0 && (begin > 0 || end < count)) {
+    throw UnsupportedError(source + ": the routers' load-balancing loss (output_router_logits: "
+                           "true) over pipeline stages is not supported yet: it averages over "
+                           "every stage's blocks; set output_router_logits to false or use one "
+                           "pipeline stage");
+  }
   auto model = std::make_unique<Model>(backend, param_dtype);
   EmbeddingUnit* embedding = nullptr;
   if (begin == 0) {

@@ -161,17 +161,26 @@ double read_rope_theta(const KeyReader& keys) {
   return keys.positive_number_or("rope_theta", 10000.0);
 }
 
-// Mixtral's sparse MLP: the expert count, the experts per token, and the two training-time
-// router settings zero.cpp does not implement yet, refused rather than ignored.
+// Mixtral's sparse MLP: the expert count, the experts per token, the load-balancing loss (on
+// when output_router_logits is true, as in transformers), and router jitter, which zero.cpp does
+// not implement: refused rather than ignored.
 void read_mixtral_experts(const KeyReader& keys, TransformerConfig& config) {
   config.num_experts = keys.size("num_local_experts", kExpertsLimit);
   config.experts_per_token = keys.size(
       "num_experts_per_tok", {config.num_experts, "a token chooses among num_local_experts"});
   config.normalize_expert_weights = true;  // Mixtral renormalises the chosen experts' weights
   if (keys.boolean_or("output_router_logits", false)) {
-    keys.fail("output_router_logits",
-              "is true: the router's load-balancing loss (router_aux_loss_coef) is not "
-              "implemented yet; set it to false to train without it (transformers' default)");
+    // transformers' MixtralConfig default. 0 is allowed (the loss is then computed and unused).
+    config.router_aux_loss_coef = 0.001;
+    if (keys.has("router_aux_loss_coef")) {
+      const auto& coef = keys.at("router_aux_loss_coef");
+      if (!coef.is_number() || !(coef.get<double>() >= 0.0) ||
+          !std::isfinite(coef.get<double>())) {
+        keys.fail("router_aux_loss_coef",
+                  "must be a number >= 0, got " + io::json_excerpt(coef));
+      }
+      config.router_aux_loss_coef = coef.get<double>();
+    }
   }
   if (keys.has("router_jitter_noise")) {
     const auto& noise = keys.at("router_jitter_noise");
@@ -362,7 +371,8 @@ nlohmann::json TransformerConfig::to_hf_json() const {
   if (family == ModelFamily::kMixtral) {
     json["num_local_experts"] = num_experts;
     json["num_experts_per_tok"] = experts_per_token;
-    json["output_router_logits"] = false;
+    json["output_router_logits"] = router_aux_loss_coef > 0.0;
+    if (router_aux_loss_coef > 0.0) json["router_aux_loss_coef"] = router_aux_loss_coef;
   }
   return json;
 }
@@ -387,6 +397,8 @@ void TransformerConfig::validate(const std::string& source) const {
           "mixture-of-experts blocks have SwiGLU experts without biases");
   require(is_moe() || family != ModelFamily::kMixtral,
           "a Mixtral model needs num_local_experts and num_experts_per_tok");
+  require(router_aux_loss_coef >= 0.0 && std::isfinite(router_aux_loss_coef),
+          "router_aux_loss_coef must be a number >= 0");
   require(!is_moe() || family == ModelFamily::kMixtral,
           std::string("experts are part of Mixtral models, not ") + family_name(family));
 }

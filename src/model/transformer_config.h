@@ -47,6 +47,9 @@ struct TransformerConfig {
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;
   bool normalize_expert_weights = true;
+  // > 0: the routers' load-balancing loss (model/router_balance.h) times this is added to the
+  // loss - config.json's router_aux_loss_coef when it says output_router_logits: true, else 0.
+  double router_aux_loss_coef = 0.0;
   // The config.json this came from (empty for presets); saving writes it back with only the
   // keys zero.cpp owns updated, so fields we do not model survive a round trip.
   nlohmann::json source_json;

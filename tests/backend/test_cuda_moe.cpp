@@ -5,7 +5,8 @@
 // dispatch order of the stable radix sort equals the CPU's counting sort exactly, over several
 // blocks and with experts that get no token; moe_combine (weighted and unit), its backward and
 // moe_route_backward (normalized and plain softmax) agree within the tolerances stated at each
-// check; and an expert id outside [0, E) is an Error at the next synchronising read. Token,
+// check; the load-balancing loss's probability sums and gradient likewise; and an expert id
+// outside [0, E) is an Error at the next synchronising read. Token,
 // expert and column counts are no multiple of a block (1, 37, 300, 3000 tokens; 8 and 60
 // experts; k 1, 2, 6; 5, 64, 257 columns).
 #include <gtest/gtest.h>
@@ -377,6 +378,60 @@ TEST_F(CudaMoe, RouteBackwardMatchesTheCpu) {
                           route_backward_bounds(stored(logits, dtype), r, d, e, k, normalize),
                           what);
       }
+    }
+  }
+}
+
+TEST_F(CudaMoe, RouterProbSumsMatchTheCpu) {
+  for (const RouteCase& c : kRouteCases) {
+    const int64_t n = c.tokens, e = c.experts;
+    const std::vector<float> logits = random_values(n * e, 21, -4.0f, 4.0f);
+    for (DType dtype : kDtypes) {
+      std::vector<double> results[2];
+      Backend* backends[2] = {&cpu(), &gpu()};
+      for (int i = 0; i < 2; ++i) {
+        Backend& be = *backends[i];
+        const DType storage = i == 0 ? DType::kF32 : dtype;
+        Tensor sums = be.empty({e}, DType::kF64, MemoryCategory::kOther);
+        be.fill(sums, 0.5);  // accumulated into
+        be.moe_router_prob_sums(
+            sums, upload(be, i == 0 ? stored(logits, dtype) : logits, {n, e}, storage), true);
+        results[i] = download(be, sums);
+      }
+      // Each probability within f32 rounding and expf's ulps (1e-5 relative); the sums (f64)
+      // add n of them in another order: 1e-5 relative to the sum bounds the total.
+      expect_close(results[0], results[1], {1e-5, 1e-12}, describe(n, e, c.k, dtype));
+    }
+  }
+}
+
+TEST_F(CudaMoe, RouterBalanceBackwardMatchesTheCpu) {
+  for (const RouteCase& c : kRouteCases) {
+    const int64_t n = c.tokens, e = c.experts;
+    const std::vector<float> logits = random_values(n * e, 22, -4.0f, 4.0f);
+    const std::vector<float> before = random_values(n * e, 23, -1.0f, 1.0f);
+    std::vector<double> g(static_cast<size_t>(e));
+    for (int64_t i = 0; i < e; ++i) {
+      g[static_cast<size_t>(i)] = 0.01 * static_cast<double>(i % 5);
+    }
+    for (DType dtype : kDtypes) {
+      std::vector<double> results[2];
+      Backend* backends[2] = {&cpu(), &gpu()};
+      for (int i = 0; i < 2; ++i) {
+        Backend& be = *backends[i];
+        const DType storage = i == 0 ? DType::kF32 : dtype;
+        Tensor dlogits = upload(be, i == 0 ? stored(before, dtype) : before, {n, e}, storage);
+        Tensor grad = be.empty({e}, DType::kF64, MemoryCategory::kOther);
+        be.copy_from_host(grad, g.data());
+        be.moe_router_balance_backward(
+            dlogits, upload(be, i == 0 ? stored(logits, dtype) : logits, {n, e}, storage), grad,
+            0.5);
+        results[i] = download(be, dlogits);
+      }
+      // dlogits (|values| <= 1) plus p (g - mean) (|.| <= 0.02): f32 rounding and expf's ulps
+      // on the small term, below 1e-7 absolute; 16-bit: one rounding of the stored sum.
+      expect_close(results[0], results[1], storage_tolerance(dtype, 1e-6, 1e-7),
+                   describe(n, e, c.k, dtype));
     }
   }
 }

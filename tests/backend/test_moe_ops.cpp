@@ -1,8 +1,9 @@
 // The mixture-of-experts ops (Backend::moe_route, moe_dispatch, moe_combine,
-// moe_combine_backward, moe_route_backward) on the CPU oracle and the simulated device, against
+// moe_combine_backward, moe_route_backward, moe_router_prob_sums,
+// moe_router_balance_backward) on the CPU oracle and the simulated device, against
 // references written out here: a sorted softmax for the routing, std::stable_sort for the
-// dispatch order, the weighted sum for the combine, and central finite differences (f64) for
-// both backwards. Ties, NaN rows and bad calls too.
+// dispatch order, the weighted sum for the combine, the softmax's column sums, and central
+// finite differences (f64) for the three backwards. Ties, NaN rows and bad calls too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -274,6 +275,67 @@ TEST_P(MoeOps, RouteBackwardMatchesFiniteDifferences) {
     expect_close(want, download(*be, dlogits), {1e-7, 1e-8},
                  normalize ? "normalized" : "plain softmax");
   }
+}
+
+// softmax(logits) row by row, in double.
+std::vector<double> softmax_rows(const std::vector<double>& logits, int64_t n, int64_t e) {
+  std::vector<double> p(logits.size());
+  for (int64_t t = 0; t < n; ++t) {
+    const double* row = logits.data() + t * e;
+    const double max = *std::max_element(row, row + e);
+    double sum = 0;
+    for (int64_t i = 0; i < e; ++i) sum += std::exp(row[i] - max);
+    for (int64_t i = 0; i < e; ++i) {
+      p[static_cast<size_t>(t * e + i)] = std::exp(row[i] - max) / sum;
+    }
+  }
+  return p;
+}
+
+TEST_P(MoeOps, RouterProbSumsAreTheSoftmaxColumnSums) {
+  auto be = make(GetParam());
+  const int64_t n = 9, e = 7;
+  const std::vector<double> logits = random_doubles(n * e, 12);
+  const std::vector<double> p = softmax_rows(logits, n, e);
+  std::vector<double> want(static_cast<size_t>(e), 0.0);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < e; ++i) {
+      want[static_cast<size_t>(i)] += p[static_cast<size_t>(t * e + i)];
+    }
+  }
+  Tensor sums = be->empty({e}, DType::kF64, MemoryCategory::kOther);
+  be->fill(sums, std::nan(""));
+  const Tensor x = upload_f64(*be, logits, {n, e});
+  be->moe_router_prob_sums(sums, x, false);
+  expect_close(want, download(*be, sums), {1e-14, 1e-15}, "sums");
+  be->moe_router_prob_sums(sums, x, true);  // accumulates
+  for (double& w : want) w *= 2;
+  expect_close(want, download(*be, sums), {1e-14, 1e-15}, "accumulated");
+}
+
+TEST_P(MoeOps, BalanceBackwardAddsTheGradientOfTheWeightedProbabilities) {
+  auto be = make(GetParam());
+  const int64_t n = 4, e = 5;
+  const double scale = 0.75;
+  const std::vector<double> logits = random_doubles(n * e, 13);
+  const std::vector<double> g = random_doubles(e, 14);
+  const std::vector<double> before = random_doubles(n * e, 15);
+  auto objective = [&](const std::vector<double>& l) {
+    const std::vector<double> p = softmax_rows(l, n, e);
+    double total = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < e; ++i) {
+        total += scale * g[static_cast<size_t>(i)] * p[static_cast<size_t>(t * e + i)];
+      }
+    }
+    return total;
+  };
+  std::vector<double> want = numeric_gradient(logits, objective);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += before[i];  // accumulated into
+  Tensor dlogits = upload_f64(*be, before, {n, e});
+  be->moe_router_balance_backward(dlogits, upload_f64(*be, logits, {n, e}),
+                                  upload_f64(*be, g, {e}), scale);
+  expect_close(want, download(*be, dlogits), {1e-7, 1e-8}, "dlogits");
 }
 
 TEST_P(MoeOps, BadCallsNameTheArgument) {

@@ -117,6 +117,38 @@ INSTANTIATE_TEST_SUITE_P(
              "_gas" + std::to_string(std::get<2>(param_info.param));
     });
 
+// Mixtral's experts route each token on its own, so a sequence split over ranks routes as the
+// whole one does.
+INSTANTIATE_TEST_SUITE_P(
+    Experts, UlyssesEquivalence,
+    ::testing::Combine(::testing::Values("mixtral"), ::testing::Values(3),
+                       ::testing::Values(int64_t{1})),
+    [](const auto& param_info) {
+      return std::get<0>(param_info.param) + "_stage" +
+             std::to_string(std::get<1>(param_info.param));
+    });
+
+// The load-balancing loss averages over whole sequences, which no rank holds: refused with the
+// fix at the first step on every rank (each throws the same error), not computed per shard.
+TEST(UlyssesEngine, RouterBalanceLossIsRefused) {
+  comm::Comm& world = comm::world();
+  if (world.world_size() < 2) GTEST_SKIP() << "needs a split sequence";
+  comm::Mesh mesh(world, comm::Mesh::sequence_parallel_shape(world.world_size(),
+                                                             world.world_size()));
+  backend::CpuBackend cpu;
+  EngineSettings s = zero_settings(0, kMicro, 1, 1);
+  s.sequence_parallel_size = world.world_size();
+  Engine engine(small_model("mixtral_balance", cpu), s, mesh.data_sequence_group(),
+                &mesh.group(comm::MeshAxis::kSequence));
+  const int64_t vocab = engine.model().config()->vocab_size;
+  try {
+    engine.train_batch(step_batches(0, kMicro, kSeqLen, vocab));
+    FAIL() << "the balance loss ran on sequence shards";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("output_router_logits"), std::string::npos) << e.what();
+  }
+}
+
 // Muon under Ulysses: the gradients the optimizer sees are the one-rank ones up to f32
 // reassociation, and Newton-Schulz runs on whole matrices (gathered at stage 2 over the data x
 // sequence group that partitions them). Its five polynomial steps (coefficients up to 4.8)

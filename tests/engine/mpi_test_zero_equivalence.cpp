@@ -64,10 +64,11 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Mixtral's experts: ZeRO partitions and reduces them like any parameter; the routing reads its
-// counts to the host each block, which must not disturb the bit-exact sums.
+// counts to the host each block, which must not disturb the bit-exact sums (nor does the
+// load-balancing loss, each rank's over its own micro-batch as in Hugging Face).
 INSTANTIATE_TEST_SUITE_P(
     Experts, ZeroEquivalence,
-    ::testing::Combine(::testing::Values("mixtral"), ::testing::Values(1, 3),
+    ::testing::Combine(::testing::Values("mixtral", "mixtral_balance"), ::testing::Values(1, 3),
                        ::testing::Values(true)),
     [](const auto& param_info) {
       return std::get<0>(param_info.param) + "_stage" +

@@ -141,12 +141,14 @@ TEST_P(CudaTraining, TracksTheCpuBackend) { expect_gpu_tracks_cpu(GetParam()); }
 // (prefetched) before their recompute, overlapping compute: the streams' events, and the
 // allocator's per-stream blocks, must keep every upload and download ordered.
 // Mixtral's experts on the GPU: routing, the grouped expert products and the router's backward,
-// under ZeRO-3 with bf16 and checkpointing too (a recompute routes again). Not in CudaTraining's
+// under ZeRO-3 with bf16 and checkpointing too (a recompute routes again), and with the
+// load-balancing loss. Not in CudaTraining's
 // list: the forward reads each block's expert counts to the host, so it is not one read a step.
 TEST(CudaTrainingExperts, MixtralTracksTheCpuBackend) {
   if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   expect_gpu_tracks_cpu(Variant{"mixtral", 0, false, false});
   expect_gpu_tracks_cpu(Variant{"mixtral", 3, true, true});
+  expect_gpu_tracks_cpu(Variant{"mixtral_balance", 2, true, false});
 }
 
 TEST(CudaTrainingCpuCheckpoints, TrackTheCpuBackend) {

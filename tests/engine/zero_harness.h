@@ -16,12 +16,15 @@
 namespace zero::engine::zero_test {
 
 // "gpt2": tied embeddings, LayerNorm, GELU, learned positions. "llama": untied, RMSNorm,
-// SwiGLU, RoPE, grouped KV heads. "mixtral": llama's attention with 4 experts, 2 per token.
-// Odd vocabularies make every unit's size awkward for N = 3.
+// SwiGLU, RoPE, grouped KV heads. "mixtral": llama's attention with 4 experts, 2 per token;
+// "mixtral_balance" adds the routers' load-balancing loss (coefficient 0.02). Odd vocabularies
+// make every unit's size awkward for N = 3.
 inline model::TransformerConfig small_config(const std::string& family) {
+  const bool experts = family.starts_with("mixtral");
   model::TransformerConfig c = model::preset_config(
-      family == "gpt2" ? "tiny" : family == "mixtral" ? "tiny-mixtral" : "tiny-llama");
-  if (family == "mixtral") c.num_experts = 4;
+      family == "gpt2" ? "tiny" : experts ? "tiny-mixtral" : "tiny-llama");
+  if (experts) c.num_experts = 4;
+  if (family == "mixtral_balance") c.router_aux_loss_coef = 0.02;
   c.vocab_size = family == "gpt2" ? 37 : 41;
   c.hidden_size = 32;
   c.num_layers = 2;

@@ -1,9 +1,9 @@
-// Mixtral's mixture-of-experts blocks: the config.json keys (and the training-time router
-// settings that are refused rather than ignored), MoeFeedForward against the per-token formula
-// of Hugging Face's MixtralSparseMoeBlock written out here, one expert being exactly Llama's
-// dense MLP, row shards (TiledMLP) changing nothing but summation order, and the Hugging Face
-// tensor names through a save and reload. Gradients against finite differences:
-// test_model_gradients.cpp (mixtral_experts).
+// Mixtral's mixture-of-experts blocks: the config.json keys (router jitter refused rather than
+// ignored), the routers' load-balancing loss against Hugging Face's formula, MoeFeedForward
+// against the per-token formula of Hugging Face's MixtralSparseMoeBlock written out here, one
+// expert being exactly Llama's dense MLP, row shards (TiledMLP) changing nothing but summation
+// order, and the Hugging Face tensor names through a save and reload. Gradients against finite
+// differences: test_model_gradients.cpp (mixtral_experts, mixtral_balance_loss).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "io/safetensors_reader.h"
 #include "model/hf_checkpoint.h"
 #include "model/moe_feed_forward.h"
+#include "model/router_balance.h"
 #include "model/tensor_parallel.h"
 #include "model/transformer_builder.h"
 #include "support/gradcheck.h"
@@ -65,12 +66,8 @@ TEST(MixtralConfig, ReadsTheExpertsAndWritesThemBack) {
   EXPECT_EQ(TransformerConfig::from_hf_json(back, "back").num_parameters(), c.num_parameters());
 }
 
-TEST(MixtralConfig, RefusesRouterSettingsItDoesNotImplement) {
+TEST(MixtralConfig, RefusesRouterJitterAndBadExpertCounts) {
   nlohmann::json j = mixtral_json();
-  j["output_router_logits"] = true;
-  EXPECT_NE(config_error(j).find("'output_router_logits'"), std::string::npos) << config_error(j);
-  EXPECT_NE(config_error(j).find("set it to false"), std::string::npos);
-  j = mixtral_json();
   j["router_jitter_noise"] = 0.01;
   EXPECT_NE(config_error(j).find("'router_jitter_noise'"), std::string::npos) << config_error(j);
   j = mixtral_json();
@@ -157,6 +154,98 @@ Batch token_batch(int64_t batch, int64_t seq, int64_t vocab) {
   Tensor ids = Tensor::zeros_host({batch, seq}, DType::kI64);
   for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = (i * 53 + 11) % vocab;
   return batch_from_input_ids(ids);
+}
+
+// Hugging Face's load_balancing_loss_func over two MoE layers' router logits, concatenated:
+// E * sum_e (share of the top-k picks going to e) * (mean softmax probability of e).
+TEST(RouterBalance, EqualsTheConcatenatedLayersFormula) {
+  const int64_t n = 11, c = 6, inner = 3, experts = 5, k = 2;
+  const double coefficient = 0.02;
+  backend::CpuBackend cpu;
+  const Tensor up = zero::testing::random_tensor({experts * 2 * inner, c}, DType::kF64, 3);
+  const Tensor down = zero::testing::random_tensor({experts * c, inner}, DType::kF64, 4);
+  RouterBalance balance(cpu, experts, coefficient);
+  std::vector<double> picks(static_cast<size_t>(experts), 0.0), probs(picks);
+  for (uint64_t layer = 0; layer < 2; ++layer) {
+    const Tensor h = zero::testing::random_tensor({n, c}, DType::kF64, 10 + layer);
+    const Tensor router = zero::testing::random_tensor({experts, c}, DType::kF64, 20 + layer);
+    MoeFeedForward moe(experts, k, inner, true);
+    Tensor y = Tensor::zeros_host({n, c}, DType::kF64);
+    moe.forward(cpu, h, router, up, down, &y, false, &balance);
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<double> p(static_cast<size_t>(experts));
+      for (int64_t e = 0; e < experts; ++e) {
+        for (int64_t i = 0; i < c; ++i) {
+          p[static_cast<size_t>(e)] +=
+              router.data<double>()[e * c + i] * h.data<double>()[t * c + i];
+        }
+      }
+      const double max = *std::max_element(p.begin(), p.end());
+      double sum = 0;
+      for (double& v : p) sum += (v = std::exp(v - max));
+      std::vector<int64_t> order(static_cast<size_t>(experts));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+      for (int64_t j = 0; j < k; ++j) picks[static_cast<size_t>(order[j])] += 1.0;
+      for (int64_t e = 0; e < experts; ++e) probs[static_cast<size_t>(e)] += p[e] / sum;
+    }
+  }
+  const double rows = 2.0 * n;
+  double aux = 0.0;
+  for (int64_t e = 0; e < experts; ++e) {
+    aux += (picks[static_cast<size_t>(e)] / rows) * (probs[static_cast<size_t>(e)] / rows);
+  }
+  aux *= static_cast<double>(experts);
+  EXPECT_NEAR(balance.finish(), coefficient * aux, 1e-15);
+  // The gradient of coefficient * aux with respect to each probability: c * E * F_e / R.
+  std::vector<double> grad(static_cast<size_t>(experts));
+  cpu.copy_to_host(grad.data(), balance.prob_grad());
+  for (int64_t e = 0; e < experts; ++e) {
+    EXPECT_NEAR(grad[static_cast<size_t>(e)],
+                coefficient * experts * picks[static_cast<size_t>(e)] / rows / rows, 1e-18);
+  }
+  // Closed: a recompute's routing is not counted again.
+  Tensor y = Tensor::zeros_host({n, c}, DType::kF64);
+  MoeFeedForward again(experts, k, inner, true);
+  again.forward(cpu, zero::testing::random_tensor({n, c}, DType::kF64, 10),
+                zero::testing::random_tensor({experts, c}, DType::kF64, 20), up, down, &y, false,
+                &balance);
+  EXPECT_NEAR(balance.value(), coefficient * aux, 1e-15);
+}
+
+TEST(MixtralConfig, OutputRouterLogitsTurnsTheBalanceLossOn) {
+  nlohmann::json j = mixtral_json();
+  j["output_router_logits"] = true;
+  TransformerConfig c = TransformerConfig::from_hf_json(j, "config.json");
+  EXPECT_EQ(c.router_aux_loss_coef, 0.02);
+  EXPECT_EQ(c.to_hf_json()["output_router_logits"], true);
+  j.erase("router_aux_loss_coef");
+  EXPECT_EQ(TransformerConfig::from_hf_json(j, "config.json").router_aux_loss_coef, 0.001);
+  j["router_aux_loss_coef"] = -1;
+  EXPECT_NE(config_error(j).find("'router_aux_loss_coef' must be a number >= 0"),
+            std::string::npos) << config_error(j);
+  // Off, the loss is what a model without the term gives; on, it grows by the term.
+  c.router_aux_loss_coef = 0.0;
+  backend::CpuBackend cpu;
+  auto plain = build_transformer(c, cpu, DType::kF64);
+  c.router_aux_loss_coef = 0.5;
+  auto balanced = build_transformer(c, cpu, DType::kF64);
+  init_parameters(*plain, 8, 0.3);
+  init_parameters(*balanced, 8, 0.3);
+  const Batch batch = token_batch(2, 8, c.vocab_size);
+  const double base = plain->evaluate(batch);
+  const double with_term = balanced->evaluate(batch);
+  // aux >= 1 (equality only for perfectly even routing), times 0.5.
+  EXPECT_GT(with_term - base, 0.49);
+  EXPECT_LT(with_term - base, 0.5 * c.num_experts);
+  // Pipeline stages cannot average over each other's blocks yet: refused, not ignored.
+  try {
+    build_transformer_stage(c, cpu, DType::kF64, 0, 2, "config.json");
+    FAIL() << "a pipeline stage with the balance loss was built";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("output_router_logits"), std::string::npos) << e.what();
+  }
 }
 
 // Llama and a one-expert Mixtral of the same shape, the expert holding Llama's MLP weights.

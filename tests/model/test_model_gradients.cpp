@@ -79,6 +79,7 @@ TEST_P(ModelGradients, MatchFiniteDifferences) {
     config.qkv_bias = config.attn_out_bias = config.mlp_bias = true;
   }
   config.sliding_window = fc.window;
+  if (std::string(fc.label) == "mixtral_balance_loss") config.router_aux_loss_coef = 0.3;
   backend::CpuBackend cpu;
   auto model = build_transformer(config, cpu, DType::kF64);
   init_parameters(*model, 7, 0.3);  // large init so every path carries signal
@@ -93,7 +94,9 @@ INSTANTIATE_TEST_SUITE_P(
                       FamilyCase{"llama_all_biases_tied", ModelFamily::kLlama, true, true, 0},
                       FamilyCase{"qwen2_qkv_bias", ModelFamily::kQwen2, false, false, 0},
                       FamilyCase{"mistral_window3", ModelFamily::kMistral, false, false, 3},
-                      FamilyCase{"mixtral_experts", ModelFamily::kMixtral, false, false, 3}),
+                      FamilyCase{"mixtral_experts", ModelFamily::kMixtral, false, false, 3},
+                      // The routers' load-balancing loss (its value is in evaluate()'s loss).
+                      FamilyCase{"mixtral_balance_loss", ModelFamily::kMixtral, false, false, 0}),
     [](const auto& param_info) { return std::string(param_info.param.label); });
 
 // A unit type defined outside the library: a learned per-channel scale of the residual stream.

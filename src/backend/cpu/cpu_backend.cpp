@@ -251,6 +251,22 @@ void CpuBackend::moe_route_backward(Tensor& dlogits, const Tensor& d_weights,
   t.finish();
 }
 
+void CpuBackend::moe_router_prob_sums(Tensor& sums, const Tensor& logits, bool accumulate) {
+  if (!any_16bit(logits)) return cpu::moe_router_prob_sums(sums, logits, accumulate);
+  cpu::F32Twins t;
+  cpu::moe_router_prob_sums(sums, t.in(logits), accumulate);
+}
+
+void CpuBackend::moe_router_balance_backward(Tensor& dlogits, const Tensor& logits,
+                                             const Tensor& prob_grad, double scale) {
+  if (!any_16bit(dlogits, logits)) {
+    return cpu::moe_router_balance_backward(dlogits, logits, prob_grad, scale);
+  }
+  cpu::F32Twins t;
+  cpu::moe_router_balance_backward(t.out(dlogits), t.in(logits), prob_grad, scale);
+  t.finish();
+}
+
 void CpuBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                                        const Tensor& targets, int64_t ignore_index,
                                        double grad_scale) {

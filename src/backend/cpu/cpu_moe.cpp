@@ -198,4 +198,45 @@ void moe_route_backward(Tensor& dlogits, const Tensor& d_weights, const Tensor& 
   });
 }
 
+void moe_router_prob_sums(Tensor& sums, const Tensor& logits, bool accumulate) {
+  const char* op = "moe_router_prob_sums";
+  const MoeDims d = check_moe_router_prob_sums(op, sums, logits);
+  require_cpu(op, {&sums, &logits});
+  double* out = sums.data<double>();
+  if (!accumulate) std::fill(out, out + d.experts, 0.0);
+  dispatch_floating(logits.dtype(), op, [&]<typename T>() {
+    std::vector<T> probs;
+    for (int64_t n = 0; n < d.tokens; ++n) {
+      softmax_row<T>(logits.data<T>() + n * d.experts, d.experts, probs);
+      for (int64_t e = 0; e < d.experts; ++e) {
+        out[e] += static_cast<double>(probs[static_cast<size_t>(e)]);
+      }
+    }
+  });
+}
+
+void moe_router_balance_backward(Tensor& dlogits, const Tensor& logits, const Tensor& prob_grad,
+                                 double scale) {
+  const char* op = "moe_router_balance_backward";
+  const MoeDims d = check_moe_router_balance_backward(op, dlogits, logits, prob_grad);
+  require_cpu(op, {&dlogits, &logits, &prob_grad});
+  dispatch_floating(logits.dtype(), op, [&]<typename T>() {
+    std::vector<T> probs, g(static_cast<size_t>(d.experts));
+    for (int64_t e = 0; e < d.experts; ++e) {
+      g[static_cast<size_t>(e)] = static_cast<T>(scale * prob_grad.data<double>()[e]);
+    }
+    for (int64_t n = 0; n < d.tokens; ++n) {
+      softmax_row<T>(logits.data<T>() + n * d.experts, d.experts, probs);
+      T mean = 0;  // sum_e p_e g_e
+      for (int64_t e = 0; e < d.experts; ++e) {
+        mean += probs[static_cast<size_t>(e)] * g[static_cast<size_t>(e)];
+      }
+      T* row = dlogits.data<T>() + n * d.experts;
+      for (int64_t e = 0; e < d.experts; ++e) {
+        row[e] += probs[static_cast<size_t>(e)] * (g[static_cast<size_t>(e)] - mean);
+      }
+    }
+  });
+}
+
 }  // namespace zero::backend::cpu

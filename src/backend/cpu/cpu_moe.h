@@ -15,6 +15,9 @@ void moe_dispatch(Tensor& counts, Tensor& source_rows, Tensor& slot_of, const Te
 void moe_combine(Tensor& out, const Tensor& rows, const Tensor& slot_of, const Tensor* weights);
 void moe_combine_backward(Tensor& d_rows, Tensor& d_weights, const Tensor& dout,
                           const Tensor& rows, const Tensor& slot_of, const Tensor& weights);
+void moe_router_prob_sums(Tensor& sums, const Tensor& logits, bool accumulate);
+void moe_router_balance_backward(Tensor& dlogits, const Tensor& logits, const Tensor& prob_grad,
+                                 double scale);
 void moe_route_backward(Tensor& dlogits, const Tensor& d_weights, const Tensor& expert_ids,
                         const Tensor& weights, const Tensor& logits, bool normalize);
 

@@ -14,6 +14,7 @@ namespace {
 // Device addresses for the kernels, never dereferenced here (data<T>() is for host tensors).
 int32_t* i32(const Tensor& t) { return static_cast<int32_t*>(t.raw_data()); }
 float* f32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
+double* f64(const Tensor& t) { return static_cast<double*>(t.raw_data()); }
 }  // namespace
 
 void CudaBackend::moe_route(Tensor& expert_ids, Tensor& weights, const Tensor& logits,
@@ -79,6 +80,27 @@ void CudaBackend::moe_route_backward(Tensor& dlogits, const Tensor& d_weights,
   cuda::launch_moe_route_backward(dlogits.raw_data(), f32(d_weights), i32(expert_ids),
                                   f32(weights), logits.raw_data(), logits.dtype(), d.tokens,
                                   d.experts, d.choices, normalize, current());
+}
+
+void CudaBackend::moe_router_prob_sums(Tensor& sums, const Tensor& logits, bool accumulate) {
+  const char* op = "moe_router_prob_sums";
+  const Checks check(device(), op);
+  check.here(sums, "sums").here(logits, "logits");
+  const MoeDims d = check_moe_router_prob_sums(op, sums, logits);
+  Tensor work = scratch(cuda::moe_router_prob_sums_scratch_bytes(d.tokens));
+  cuda::launch_moe_router_prob_sums(f64(sums), logits.raw_data(), logits.dtype(), d.tokens,
+                                    d.experts, accumulate, work.raw_data(), current());
+}
+
+void CudaBackend::moe_router_balance_backward(Tensor& dlogits, const Tensor& logits,
+                                              const Tensor& prob_grad, double scale) {
+  const char* op = "moe_router_balance_backward";
+  const Checks check(device(), op);
+  check.here(dlogits, "dlogits").here(logits, "logits").here(prob_grad, "prob_grad");
+  const MoeDims d = check_moe_router_balance_backward(op, dlogits, logits, prob_grad);
+  cuda::launch_moe_router_balance_backward(dlogits.raw_data(), logits.raw_data(), logits.dtype(),
+                                           f64(prob_grad), scale, d.tokens, d.experts,
+                                           current());
 }
 
 }  // namespace zero::backend

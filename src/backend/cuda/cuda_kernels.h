@@ -223,6 +223,15 @@ void launch_moe_combine_backward(void* d_rows, float* d_weights, const void* dou
                                  const void* rows, DType dtype, const int32_t* slot_of,
                                  const float* weights, int64_t tokens, int64_t k,
                                  int64_t columns, cudaStream_t stream);
+// Backend::moe_router_prob_sums (scratch: moe_router_prob_sums_scratch_bytes(tokens) bytes of
+// device memory) and Backend::moe_router_balance_backward.
+size_t moe_router_prob_sums_scratch_bytes(int64_t tokens);
+void launch_moe_router_prob_sums(double* sums, const void* logits, DType dtype, int64_t tokens,
+                                 int64_t experts, bool accumulate, void* scratch,
+                                 cudaStream_t stream);
+void launch_moe_router_balance_backward(void* dlogits, const void* logits, DType dtype,
+                                        const double* prob_grad, double scale, int64_t tokens,
+                                        int64_t experts, cudaStream_t stream);
 void launch_moe_route_backward(void* dlogits, const float* d_weights, const int32_t* expert_ids,
                                const float* weights, const void* logits, DType dtype,
                                int64_t tokens, int64_t experts, int64_t k, bool normalize,

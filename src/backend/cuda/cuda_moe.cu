@@ -160,6 +160,61 @@ __global__ void moe_route_backward_kernel(T* dlogits, const float* d_weights, co
   }
 }
 
+// Each row's softmax maximum and sum, for the per-expert sums below.
+template <typename T>
+__global__ void moe_row_softmax_stats_kernel(float* stats, const T* logits, int64_t tokens,
+                                             int64_t experts) {
+  for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < tokens;
+       n += int64_t{gridDim.x} * blockDim.x) {
+    const T* row = logits + n * experts;
+    float max = load_f32(row, 0);
+    for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+    stats[2 * n] = max;
+    stats[2 * n + 1] = sum;
+  }
+}
+
+// A block per expert: its probability summed over the rows in f64 (a fixed tree).
+template <typename T>
+__global__ void moe_prob_sums_kernel(double* sums, const T* logits, const float* stats,
+                                     int64_t tokens, int64_t experts, bool accumulate) {
+  __shared__ double shared[kWarp];
+  for (int64_t e = blockIdx.x; e < experts; e += gridDim.x) {
+    double acc = 0.0;
+    for (int64_t n = threadIdx.x; n < tokens; n += blockDim.x) {
+      acc += static_cast<double>(expf(load_f32(logits, n * experts + e) - stats[2 * n]) /
+                                 stats[2 * n + 1]);
+    }
+    acc = block_sum(acc, shared);
+    if (threadIdx.x == 0) sums[e] = accumulate ? sums[e] + acc : acc;
+  }
+}
+
+template <typename T>
+__global__ void moe_balance_backward_kernel(T* dlogits, const T* logits, const double* prob_grad,
+                                            double scale, int64_t tokens, int64_t experts) {
+  for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < tokens;
+       n += int64_t{gridDim.x} * blockDim.x) {
+    const T* row = logits + n * experts;
+    T* out = dlogits + n * experts;
+    float max = load_f32(row, 0);
+    for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+    float mean = 0.0f;  // sum_e p_e g_e
+    for (int64_t e = 0; e < experts; ++e) {
+      mean += expf(load_f32(row, e) - max) / sum * static_cast<float>(scale * prob_grad[e]);
+    }
+    for (int64_t e = 0; e < experts; ++e) {
+      const float p = expf(load_f32(row, e) - max) / sum;
+      const float g = static_cast<float>(scale * prob_grad[e]);
+      store_f32(out, e, load_f32(out, e) + p * (g - mean));
+    }
+  }
+}
+
 unsigned row_grid(int64_t rows) {
   constexpr int64_t kMaxBlocks = 65535;
   return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
@@ -267,6 +322,45 @@ void launch_moe_route_backward(void* dlogits, const float* d_weights, const int3
     moe_route_backward_kernel<T><<<grid_for(tokens, kThreads), kThreads, 0, stream>>>(
         static_cast<T*>(dlogits), d_weights, expert_ids, weights, static_cast<const T*>(logits),
         tokens, experts, k, normalize);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+size_t moe_router_prob_sums_scratch_bytes(int64_t tokens) {
+  return static_cast<size_t>(tokens) * 2 * sizeof(float);
+}
+
+void launch_moe_router_prob_sums(double* sums, const void* logits, DType dtype, int64_t tokens,
+                                 int64_t experts, bool accumulate, void* scratch,
+                                 cudaStream_t stream) {
+  if (tokens == 0) {
+    if (!accumulate) {
+      ZERO_CUDA_CHECK(cudaMemsetAsync(sums, 0, static_cast<size_t>(experts) * sizeof(double),
+                                      stream));
+    }
+    return;
+  }
+  auto* stats = static_cast<float*>(scratch);
+  dispatch_storage(dtype, "moe_router_prob_sums", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(logits);
+    moe_row_softmax_stats_kernel<T><<<grid_for(tokens, kThreads), kThreads, 0, stream>>>(
+        stats, x, tokens, experts);
+    moe_prob_sums_kernel<T><<<row_grid(experts), kThreads, 0, stream>>>(sums, x, stats, tokens,
+                                                                         experts, accumulate);
+  });
+  ZERO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_router_balance_backward(void* dlogits, const void* logits, DType dtype,
+                                        const double* prob_grad, double scale, int64_t tokens,
+                                        int64_t experts, cudaStream_t stream) {
+  if (tokens == 0) return;
+  dispatch_storage(dtype, "moe_router_balance_backward", [&](auto tag) {
+    using T = decltype(tag);
+    moe_balance_backward_kernel<T><<<grid_for(tokens, kThreads), kThreads, 0, stream>>>(
+        static_cast<T*>(dlogits), static_cast<const T*>(logits), prob_grad, scale, tokens,
+        experts);
   });
   ZERO_CUDA_CHECK_LAUNCH();
 }

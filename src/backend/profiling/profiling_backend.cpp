@@ -401,6 +401,20 @@ void ProfilingBackend::moe_route_backward(Tensor& dlogits, const Tensor& d_weigh
         });
 }
 
+void ProfilingBackend::moe_router_prob_sums(Tensor& sums, const Tensor& logits,
+                                            bool accumulate) {
+  timed("moe_router_prob_sums",
+        [&] { return elementwise(shapes({{"logits", &logits}}), logits); },
+        [&] { inner_->moe_router_prob_sums(sums, logits, accumulate); });
+}
+
+void ProfilingBackend::moe_router_balance_backward(Tensor& dlogits, const Tensor& logits,
+                                                   const Tensor& prob_grad, double scale) {
+  timed("moe_router_balance_backward",
+        [&] { return elementwise(shapes({{"logits", &logits}}), logits); },
+        [&] { inner_->moe_router_balance_backward(dlogits, logits, prob_grad, scale); });
+}
+
 void ProfilingBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                                              const Tensor& targets, int64_t ignore_index,
                                              double grad_scale) {

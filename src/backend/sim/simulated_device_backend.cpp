@@ -312,6 +312,21 @@ void SimulatedDeviceBackend::moe_route_backward(Tensor& dlogits, const Tensor& d
                           host_alias(weights, op), host_alias(logits, op), normalize);
 }
 
+void SimulatedDeviceBackend::moe_router_prob_sums(Tensor& sums, const Tensor& logits,
+                                                  bool accumulate) {
+  const char* op = "moe_router_prob_sums";
+  Tensor sums_h = host_alias(sums, op);
+  cpu_.moe_router_prob_sums(sums_h, host_alias(logits, op), accumulate);
+}
+
+void SimulatedDeviceBackend::moe_router_balance_backward(Tensor& dlogits, const Tensor& logits,
+                                                         const Tensor& prob_grad, double scale) {
+  const char* op = "moe_router_balance_backward";
+  Tensor dlogits_h = host_alias(dlogits, op);
+  cpu_.moe_router_balance_backward(dlogits_h, host_alias(logits, op), host_alias(prob_grad, op),
+                                   scale);
+}
+
 void SimulatedDeviceBackend::softmax_cross_entropy(Tensor& losses, Tensor* dlogits,
                                                    const Tensor& logits, const Tensor& targets,
                                                    int64_t ignore_index, double grad_scale) {

@@ -100,6 +100,9 @@ class SimulatedDeviceBackend final : public Backend {
                             const Tensor& weights) override;
   void moe_route_backward(Tensor& dlogits, const Tensor& d_weights, const Tensor& expert_ids,
                           const Tensor& weights, const Tensor& logits, bool normalize) override;
+  void moe_router_prob_sums(Tensor& sums, const Tensor& logits, bool accumulate) override;
+  void moe_router_balance_backward(Tensor& dlogits, const Tensor& logits,
+                                   const Tensor& prob_grad, double scale) override;
   void softmax_cross_entropy(Tensor& losses, Tensor* dlogits, const Tensor& logits,
                              const Tensor& targets, int64_t ignore_index,
                              double grad_scale) override;
