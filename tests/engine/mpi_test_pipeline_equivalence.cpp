@@ -1,8 +1,8 @@
 // mpi-ranks: 2 4
 // Pipeline parallelism (engine/pipeline_engine.h) against one rank training the whole model on
 // the same micro-batches: pp = world, and pp = 2 x dp = world / 2 with ZeRO-1; tiny GPT-2 (tied
-// embeddings across the first and last stage) and tiny Llama (GQA); micro-batches below and
-// above the stage count.
+// embeddings across the first and last stage), tiny Llama (GQA) and tiny Mixtral (experts);
+// micro-batches below and above the stage count.
 //
 // Bit-exact where the order of every sum is the single rank's: an untied model without
 // clipping at dp = 1 (each stage accumulates its micro-batch gradients in micro-batch order,
@@ -223,7 +223,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PipelineEquivalence,
                                            Case{"gpt2", 2, false, 1.0, 0},
                                            Case{"gpt2", 4, true, 1.0, -1, "bf16"},
                                            Case{"llama", 3, true, 1.0, -1, "fp16"},
-                                           Case{"llama", 2, false, 1.0, -1, "bf16"}),
+                                           Case{"llama", 2, false, 1.0, -1, "bf16"},
+                                           // Mixtral's experts inside the stages.
+                                           Case{"mixtral", 3, true, 1.0}),
                          case_name);
 
 // Tied embeddings: the first stage's table and the last stage's copy stay equal.
