@@ -73,6 +73,19 @@ Tensor upload_ids(Backend& backend, const std::vector<Id>& ids) {
   return t;
 }
 
+// i32 tensors (index tensors: expert ids, dispatch slots) of any shape.
+inline Tensor upload_i32(Backend& backend, const std::vector<int32_t>& values,
+                         const Shape& shape) {
+  Tensor t = backend.empty(shape, DType::kI32, MemoryCategory::kOther);
+  backend.copy_from_host(t, values.data());
+  return t;
+}
+inline std::vector<int32_t> download_i32(Backend& backend, const Tensor& t) {
+  std::vector<int32_t> out(static_cast<size_t>(t.numel()));
+  backend.copy_to_host(out.data(), t);
+  return out;
+}
+
 // The elements of a contiguous floating tensor, widened to double.
 inline std::vector<double> download(Backend& backend, const Tensor& t) {
   std::vector<uint8_t> bytes(t.nbytes());

@@ -41,18 +41,6 @@ std::vector<float> as_floats(const std::vector<double>& values) {
   return {values.begin(), values.end()};
 }
 
-Tensor upload_i32(Backend& be, const std::vector<int32_t>& values, const Shape& shape) {
-  Tensor t = be.empty(shape, DType::kI32, MemoryCategory::kOther);
-  be.copy_from_host(t, values.data());
-  return t;
-}
-
-std::vector<int32_t> download_i32(Backend& be, const Tensor& t) {
-  std::vector<int32_t> out(static_cast<size_t>(t.numel()));
-  be.copy_to_host(out.data(), t);
-  return out;
-}
-
 // An i32 output whose every element is a value no op writes (an element left unwritten shows).
 Tensor poisoned_i32(Backend& be, const Shape& shape) {
   int64_t numel = 1;

@@ -29,18 +29,6 @@ std::unique_ptr<Backend> make(const std::string& name) {
   return std::make_unique<CpuBackend>();
 }
 
-Tensor upload_i32(Backend& be, const std::vector<int32_t>& values, const Shape& shape) {
-  Tensor t = be.empty(shape, DType::kI32, MemoryCategory::kOther);
-  be.copy_from_host(t, values.data());
-  return t;
-}
-
-std::vector<int32_t> download_i32(Backend& be, const Tensor& t) {
-  std::vector<int32_t> out(static_cast<size_t>(t.numel()));
-  be.copy_to_host(out.data(), t);
-  return out;
-}
-
 Tensor upload_f64(Backend& be, const std::vector<double>& values, const Shape& shape) {
   Tensor t = be.empty(shape, DType::kF64, MemoryCategory::kOther);
   be.copy_from_host(t, values.data());

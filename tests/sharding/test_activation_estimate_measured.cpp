@@ -90,31 +90,34 @@ TEST(ActivationEstimateMeasured, PeakWithinMarginForEachOption) {
   }
 }
 
-// GPT-2's block (LayerNorm, GELU MLP, learned positions) under the same formulas.
-TEST(ActivationEstimateMeasured, Gpt2BlockWithinMargin) {
-  model::TransformerConfig config = model::preset_config("tiny");  // h 128, 4 layers, V 256
-  config.max_position_embeddings = 1024;
-  const std::vector<Options> options = {{"plain", false, 1, 1, false},
-                                        {"checkpointing", true, 1, 1, false},
-                                        {"checkpointing + tiled mlp 4", true, 4, 1, false}};
-  for (const int64_t seq_len : {int64_t{256}, int64_t{1024}}) {
+// Every option at every sequence length within kMargin of the measured peak; `label` prefixes
+// the printed lines.
+void expect_within_margin(const std::string& label, const model::TransformerConfig& config,
+                          const std::vector<Options>& options,
+                          const std::vector<int64_t>& seq_lens) {
+  for (const int64_t seq_len : seq_lens) {
     for (const Options& o : options) {
       const int64_t measured = measured_peak(config, o, seq_len);
       const ActivationMemory e = estimate(config, o, seq_len);
       const double ratio = static_cast<double>(e.peak_bytes) / static_cast<double>(measured);
-      std::printf("gpt2 seq %5lld %-30s measured %9lld estimate %9lld (x%.3f)\n",
+      std::printf("%s seq %5lld %-30s measured %9lld estimate %9lld (x%.3f)\n", label.c_str(),
                   static_cast<long long>(seq_len), o.name.c_str(),
                   static_cast<long long>(measured), static_cast<long long>(e.peak_bytes), ratio);
-      EXPECT_NEAR(ratio, 1.0, kMargin) << o.name << " seq " << seq_len;
+      EXPECT_NEAR(ratio, 1.0, kMargin) << label << " " << o.name << " seq " << seq_len;
     }
   }
 }
 
-}  // namespace
-}  // namespace zero::sharding
+const std::vector<Options> kBlockOptions = {{"plain", false, 1, 1, false},
+                                            {"checkpointing", true, 1, 1, false},
+                                            {"checkpointing + tiled mlp 4", true, 4, 1, false}};
 
-namespace zero::sharding {
-namespace {
+// GPT-2's block (LayerNorm, GELU MLP, learned positions) under the same formulas.
+TEST(ActivationEstimateMeasured, Gpt2BlockWithinMargin) {
+  model::TransformerConfig config = model::preset_config("tiny");  // h 128, 4 layers, V 256
+  config.max_position_embeddings = 1024;
+  expect_within_margin("gpt2", config, kBlockOptions, {256, 1024});
+}
 
 // Mixtral's experts (8 of FFN 176, 2 per token) in place of the dense MLP: each pair keeps its
 // own intermediates and output, and the backward holds each pair's input and output gradients
@@ -122,20 +125,7 @@ namespace {
 TEST(ActivationEstimateMeasured, MixtralExpertsWithinMargin) {
   model::TransformerConfig config = model::preset_config("tiny-mixtral");
   config.max_position_embeddings = 1024;
-  const std::vector<Options> options = {{"plain", false, 1, 1, false},
-                                        {"checkpointing", true, 1, 1, false},
-                                        {"checkpointing + tiled mlp 4", true, 4, 1, false}};
-  for (const int64_t seq_len : {int64_t{256}, int64_t{1024}}) {
-    for (const Options& o : options) {
-      const int64_t measured = measured_peak(config, o, seq_len);
-      const ActivationMemory e = estimate(config, o, seq_len);
-      const double ratio = static_cast<double>(e.peak_bytes) / static_cast<double>(measured);
-      std::printf("mixtral seq %5lld %-30s measured %9lld estimate %9lld (x%.3f)\n",
-                  static_cast<long long>(seq_len), o.name.c_str(),
-                  static_cast<long long>(measured), static_cast<long long>(e.peak_bytes), ratio);
-      EXPECT_NEAR(ratio, 1.0, kMargin) << o.name << " seq " << seq_len;
-    }
-  }
+  expect_within_margin("mixtral", config, kBlockOptions, {256, 1024});
 }
 
 }  // namespace

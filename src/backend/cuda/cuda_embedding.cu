@@ -7,10 +7,9 @@
 //
 // Ids are validated on the device: an id outside [0, V) is skipped and reported through the
 // KernelErrorSlot, which the backend turns into an Error at its next synchronisation.
-#include <cub/device/device_radix_sort.cuh>
-
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_pair_sort.cuh"
 
 namespace zero::backend::cuda {
 namespace {
@@ -131,23 +130,6 @@ void dispatch_ids(bool ids_i64, Fn&& fn) {
   }
 }
 
-unsigned row_grid(int64_t rows) {
-  constexpr int64_t kMaxBlocks = 65535;
-  return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
-}
-
-// Scratch layout: keys_in, keys_out, positions_in, positions_out (n uint32 each, 256-byte
-// aligned), then CUB's temporary storage.
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-size_t cub_sort_bytes(int64_t n) {
-  size_t bytes = 0;
-  ZERO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, bytes, static_cast<uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-      static_cast<uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr), static_cast<int>(n)));
-  return bytes;
-}
-
 }  // namespace
 
 void launch_embedding_forward(void* out, const void* ids, bool ids_i64, const void* table,
@@ -167,7 +149,7 @@ void launch_embedding_forward(void* out, const void* ids, bool ids_i64, const vo
 }
 
 size_t embedding_backward_scratch_bytes(int64_t n) {
-  return 4 * aligned(static_cast<size_t>(n) * sizeof(uint32_t)) + aligned(cub_sort_bytes(n));
+  return pair_sort_scratch_bytes(n);
 }
 
 void launch_embedding_backward(void* dtable, DType dtable_dtype, const void* dout, DType dtype,
@@ -179,37 +161,17 @@ void launch_embedding_backward(void* dtable, DType dtable_dtype, const void* dou
   ZERO_CHECK(n <= INT32_MAX && vocab < UINT32_MAX,
              "embedding_backward: " << n << " ids over a vocabulary of " << vocab
                                     << " exceed the 32-bit sort keys");
-  const size_t array = aligned(static_cast<size_t>(n) * sizeof(uint32_t));
-  ZERO_CHECK(scratch_bytes >= embedding_backward_scratch_bytes(n),
-             "embedding_backward: scratch of " << scratch_bytes << " bytes is too small");
-  char* base = static_cast<char*>(scratch);
-  auto* keys_in = reinterpret_cast<uint32_t*>(base);
-  auto* keys_out = reinterpret_cast<uint32_t*>(base + array);
-  auto* pos_in = reinterpret_cast<uint32_t*>(base + 2 * array);
-  auto* pos_out = reinterpret_cast<uint32_t*>(base + 3 * array);
-  void* temp = base + 4 * array;
-  size_t temp_bytes = scratch_bytes - 4 * array;
-
+  const PairSortBuffers sort = carve_pair_sort(scratch, scratch_bytes, n, "embedding_backward");
   dispatch_ids(ids_i64, [&](auto id_tag) {
     using Id = decltype(id_tag);
-    embedding_keys_kernel<Id>
-        <<<grid_for(n, kThreads), kThreads, 0, stream>>>(keys_in, pos_in, ids, n, vocab, error);
+    embedding_keys_kernel<Id><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        sort.keys_in, sort.values_in, ids, n, vocab, error);
   });
   ZERO_CUDA_CHECK_LAUNCH();
-  // Radix sort is stable: equal ids keep their positions in increasing order. Only the bits
-  // that can be set are sorted (ids <= vocab).
-  int end_bit = 1;
-  while (end_bit < 32 && (uint64_t{1} << end_bit) <= static_cast<uint64_t>(vocab)) ++end_bit;
-  size_t needed = 0;
-  ZERO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, needed, keys_in, keys_out, pos_in,
-                                                  pos_out, static_cast<int>(n), 0, end_bit,
-                                                  stream));
-  ZERO_CHECK(needed <= temp_bytes, "embedding_backward: CUB needs " << needed << " bytes of "
-                                                                    << "temporary storage, "
-                                                                    << temp_bytes << " given");
-  ZERO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pos_in,
-                                                  pos_out, static_cast<int>(n), 0, end_bit,
-                                                  stream));
+  // Equal ids keep their positions in increasing order (ids <= vocab: invalid ones sort last).
+  stable_pair_sort(sort, n, static_cast<uint64_t>(vocab), "embedding_backward", stream);
+  const uint32_t* keys_out = sort.keys_out;
+  const uint32_t* pos_out = sort.values_out;
   // Enough warps for every work item, capped: the warps stride over the rest (most items are
   // not a run's first element and end at once).
   const int64_t chunks = (channels + kChunkChannels - 1) / kChunkChannels;

@@ -5,12 +5,11 @@
 // the CPU's counting sort), and the combines a block per token over its columns. Sums run in a
 // fixed order (a block reduction's fixed tree for the dot products), so results do not depend on
 // timing.
-#include <cub/device/device_radix_sort.cuh>
-
 #include <cmath>
 
 #include "backend/cuda/cuda_device_math.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_pair_sort.cuh"
 
 namespace zero::backend::cuda {
 namespace {
@@ -25,16 +24,24 @@ __device__ __forceinline__ bool selected_before(float a, int64_t a_id, float b, 
   return a > b || (a == b && a_id < b_id);
 }
 
+// A row's softmax maximum and sum of exp(x - max), as the CPU's softmax_row computes them.
+template <typename T>
+__device__ __forceinline__ void softmax_stats(const T* row, int64_t experts, float& max,
+                                              float& sum) {
+  max = load_f32(row, 0);
+  for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
+  sum = 0.0f;
+  for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+}
+
 template <typename T>
 __global__ void moe_route_kernel(int32_t* ids, float* weights, const T* logits, int64_t tokens,
                                  int64_t experts, int64_t k, bool normalize) {
   for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < tokens;
        n += int64_t{gridDim.x} * blockDim.x) {
     const T* row = logits + n * experts;
-    float max = load_f32(row, 0);
-    for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
-    float sum = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+    float max = 0.0f, sum = 0.0f;
+    softmax_stats(row, experts, max, sum);
     // k passes, each taking the best expert after the previous one in selection order.
     float previous = INFINITY;
     int64_t previous_id = -1;
@@ -147,10 +154,8 @@ __global__ void moe_route_backward_kernel(T* dlogits, const float* d_weights, co
       continue;
     }
     const T* row = logits + n * experts;
-    float max = load_f32(row, 0);
-    for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
-    float sum = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+    float max = 0.0f, sum = 0.0f;
+    softmax_stats(row, experts, max, sum);
     for (int64_t e = 0; e < experts; ++e) {
       float chosen_d = 0.0f;  // d'_e: a row's k ids are distinct
       for (int64_t j = 0; j < k; ++j) chosen_d = id[j] == e ? d[j] : chosen_d;
@@ -167,10 +172,8 @@ __global__ void moe_row_softmax_stats_kernel(float* stats, const T* logits, int6
   for (int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; n < tokens;
        n += int64_t{gridDim.x} * blockDim.x) {
     const T* row = logits + n * experts;
-    float max = load_f32(row, 0);
-    for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
-    float sum = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+    float max = 0.0f, sum = 0.0f;
+    softmax_stats(row, experts, max, sum);
     stats[2 * n] = max;
     stats[2 * n + 1] = sum;
   }
@@ -199,10 +202,8 @@ __global__ void moe_balance_backward_kernel(T* dlogits, const T* logits, const d
        n += int64_t{gridDim.x} * blockDim.x) {
     const T* row = logits + n * experts;
     T* out = dlogits + n * experts;
-    float max = load_f32(row, 0);
-    for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, load_f32(row, e));
-    float sum = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) sum += expf(load_f32(row, e) - max);
+    float max = 0.0f, sum = 0.0f;
+    softmax_stats(row, experts, max, sum);
     float mean = 0.0f;  // sum_e p_e g_e
     for (int64_t e = 0; e < experts; ++e) {
       mean += expf(load_f32(row, e) - max) / sum * static_cast<float>(scale * prob_grad[e]);
@@ -213,21 +214,6 @@ __global__ void moe_balance_backward_kernel(T* dlogits, const T* logits, const d
       store_f32(out, e, load_f32(out, e) + p * (g - mean));
     }
   }
-}
-
-unsigned row_grid(int64_t rows) {
-  constexpr int64_t kMaxBlocks = 65535;
-  return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
-}
-
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-size_t cub_sort_bytes(int64_t n) {
-  size_t bytes = 0;
-  ZERO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, bytes, static_cast<uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-      static_cast<uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr), static_cast<int>(n)));
-  return bytes;
 }
 
 }  // namespace
@@ -245,8 +231,7 @@ void launch_moe_route(int32_t* expert_ids, float* weights, const void* logits, D
 }
 
 size_t moe_dispatch_scratch_bytes(int64_t slots) {
-  return 4 * aligned(static_cast<size_t>(slots) * sizeof(uint32_t)) +
-         aligned(cub_sort_bytes(slots));
+  return pair_sort_scratch_bytes(slots);
 }
 
 void launch_moe_dispatch(int32_t* counts, int32_t* source_rows, int32_t* slot_of,
@@ -257,32 +242,16 @@ void launch_moe_dispatch(int32_t* counts, int32_t* source_rows, int32_t* slot_of
                                   stream));
   const int64_t slots = tokens * k;
   if (slots == 0) return;
-  ZERO_CHECK(slots <= INT32_MAX && experts < UINT32_MAX,
-             "moe_dispatch: " << slots << " pairs over " << experts
-                              << " experts exceed the 32-bit sort keys");
-  ZERO_CHECK(scratch_bytes >= moe_dispatch_scratch_bytes(slots),
-             "moe_dispatch: scratch of " << scratch_bytes << " bytes is too small");
-  const size_t array = aligned(static_cast<size_t>(slots) * sizeof(uint32_t));
-  char* base = static_cast<char*>(scratch);
-  auto* keys_in = reinterpret_cast<uint32_t*>(base);
-  auto* keys_out = reinterpret_cast<uint32_t*>(base + array);
-  auto* pairs_in = reinterpret_cast<uint32_t*>(base + 2 * array);
-  auto* pairs_out = reinterpret_cast<uint32_t*>(base + 3 * array);
-  void* temp = base + 4 * array;
-  size_t temp_bytes = scratch_bytes - 4 * array;
-  moe_keys_kernel<<<grid_for(slots, kThreads), kThreads, 0, stream>>>(keys_in, pairs_in,
-                                                                      expert_ids, slots, experts,
-                                                                      error);
+  ZERO_CHECK(experts < UINT32_MAX,
+             "moe_dispatch: " << experts << " experts exceed the 32-bit sort keys");
+  const PairSortBuffers sort = carve_pair_sort(scratch, scratch_bytes, slots, "moe_dispatch");
+  moe_keys_kernel<<<grid_for(slots, kThreads), kThreads, 0, stream>>>(
+      sort.keys_in, sort.values_in, expert_ids, slots, experts, error);
   ZERO_CUDA_CHECK_LAUNCH();
-  // Radix sort is stable: the pairs of one expert keep their order. Only the bits that can be
-  // set are sorted (keys <= experts).
-  int end_bit = 1;
-  while (end_bit < 32 && (uint64_t{1} << end_bit) <= static_cast<uint64_t>(experts)) ++end_bit;
-  ZERO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pairs_in,
-                                                  pairs_out, static_cast<int>(slots), 0, end_bit,
-                                                  stream));
+  // The pairs of one expert keep their order (keys <= experts: invalid ones sort last).
+  stable_pair_sort(sort, slots, static_cast<uint64_t>(experts), "moe_dispatch", stream);
   moe_slots_kernel<<<grid_for(slots, kThreads), kThreads, 0, stream>>>(
-      source_rows, slot_of, counts, keys_out, pairs_out, slots, experts, k);
+      source_rows, slot_of, counts, sort.keys_out, sort.values_out, slots, experts, k);
   ZERO_CUDA_CHECK_LAUNCH();
 }
 
