@@ -80,6 +80,20 @@ TEST(FeatureSupport, MessageNamesKeyValueWhatAndFix) {
   }
 }
 
+// Expert parallelism is not built; the message says what trains mixture-of-experts models now.
+TEST(FeatureSupport, ExpertParallelNamesTheWayMixtralTrains) {
+  try {
+    check_supported(parse(R"("expert_parallel": {"enabled": true, "autoep_size": 2})"),
+                    "ds.json");
+    FAIL() << "expert_parallel accepted";
+  } catch (const UnsupportedError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("'expert_parallel'"), std::string::npos) << message;
+    EXPECT_NE(message.find("ZeRO stage 3 partitions the experts"), std::string::npos) << message;
+  }
+  EXPECT_NO_THROW(check_supported(parse(R"("expert_parallel": {"enabled": false})"), "ds.json"));
+}
+
 TEST(FeatureSupport, FirstFindingThrownAndTheOthersListed) {
   try {
     check_supported(parse(R"("fp16": {"enabled": true, "auto_cast": true}, "zero_optimization": {"stage": 2, "round_robin_gradients": true})"),
