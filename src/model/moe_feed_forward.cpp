@@ -41,6 +41,9 @@ void MoeFeedForward::forward(backend::Backend& be, const Tensor& h, const Tensor
   be.moe_dispatch(counts, source_rows, slot_of, expert_ids, experts_);
   counts_.assign(static_cast<size_t>(experts_), 0);
   be.copy_to_host(counts_.data(), counts);  // the group sizes shape the products below
+  int64_t routed = 0;
+  for (const int32_t n : counts_) routed += n;
+  ZERO_CHECK(routed == slots, "moe_dispatch counted " << routed << " of " << slots << " pairs");
   if (balance != nullptr) balance->add(counts_, logits);
 
   Tensor gathered = be.empty({slots, c}, dt, act);
