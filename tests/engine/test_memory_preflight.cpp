@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstdint>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "engine/memory_preflight.h"
 #include "support/text_has.h"
+#include "model/transformer_builder.h"
 #include "model/transformer_config.h"
 
 namespace zero::engine {
@@ -103,6 +105,23 @@ TEST(MemoryPreflight, OneBitAdamAddsItsErrorBuffers) {
   adam.world_size = onebit.world_size = 1;
   EXPECT_EQ(estimate_training_memory(config, onebit).model_state_bytes,
             estimate_training_memory(config, adam).model_state_bytes);
+}
+
+// Muon orthogonalizes every 2-D parameter of a transformer block (engine/muon_units.cpp); the
+// preflight's count must be the built model's: for Mixtral, the router and each expert's three
+// matrices, not one dense MLP.
+TEST(MemoryPreflight, MuonMatricesOfMixtralAreTheBuiltBlocks) {
+  const model::TransformerConfig config = model::preset_config("tiny-mixtral");
+  backend::CpuBackend cpu;
+  auto net = model::build_transformer(config, cpu, DType::kF32);
+  int64_t built = 0;
+  for (const auto& unit : net->units()) {
+    if (unit->kind() != "transformer_block") continue;
+    for (const model::Parameter& p : unit->parameters()) {
+      if (p.spec.shape.size() == 2) built += p.numel();
+    }
+  }
+  EXPECT_EQ(muon_matrix_params(config), built);
 }
 
 // Muon's step workspace: GPT-2 124M's block (c_attn [2304, 768], attn c_proj [768, 768], c_fc

@@ -77,6 +77,22 @@ TEST_F(ZeroCommand, CheckpointConvertsToAHuggingFaceFolderAndLogsJson) {
   EXPECT_NE(resume.output.find("6 steps"), std::string::npos) << resume.output;
 }
 
+// Mixtral end to end through the CLI: train the preset, convert the checkpoint to a Hugging
+// Face folder, and `zero inspect` that folder names its experts.
+TEST_F(ZeroCommand, MixtralTrainsConvertsAndInspects) {
+  const std::string ckpt = (dir_ / "ckpt").string(), hf = (dir_ / "hf").string();
+  const Result train = run("train --model tiny-mixtral --steps 2 --seq-len 16 --save " + ckpt +
+                           " --data synthetic");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const Result convert = run("convert " + ckpt + " " + hf);
+  ASSERT_EQ(convert.exit_code, 0) << convert.output;
+  const Result inspect = run("inspect " + hf);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("MixtralForCausalLM"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("8 experts of width 176, 2 per token"), std::string::npos)
+      << inspect.output;
+}
+
 TEST_F(ZeroCommand, Fp16RunShowsLossScaleAndSkippedSteps) {
   // A start scale of 2^40 overflows fp16 at once: the first steps are skipped while the dynamic
   // scaler halves down (hysteresis 1), and both the step lines and --log-json show it.
