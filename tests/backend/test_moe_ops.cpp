@@ -167,6 +167,7 @@ TEST_P(MoeOps, CombineIsTheWeightedSumOfEachTokensSlots) {
         }
       }
     }
+    // f64, the same sums in the same order; 1e-14 allows a fused multiply-add.
     expect_close(want, download(*be, out), {1e-14, 1e-15}, weighted ? "weighted" : "unit");
   }
 }
@@ -237,6 +238,8 @@ TEST_P(MoeOps, CombineBackwardMatchesFiniteDifferences) {
       numeric_gradient(rows, [&](const std::vector<double>& r) { return objective(r, w); });
   const auto want_w =
       numeric_gradient(w, [&](const std::vector<double>& wt) { return objective(rows, wt); });
+  // Central differences in f64 with h = 1e-6 are good to ~1e-10 here; 1e-7 is a wide margin
+  // while a wrong term is off by O(1).
   expect_close(want_rows, download(*be, d_rows), {1e-7, 1e-8}, "d_rows");
   expect_close(want_w, download(*be, d_w), {1e-7, 1e-8}, "d_weights");
 }
@@ -260,6 +263,7 @@ TEST_P(MoeOps, RouteBackwardMatchesFiniteDifferences) {
     Tensor dlogits = be->empty({n, e}, DType::kF64, MemoryCategory::kOther);
     be->fill(dlogits, std::nan(""));
     be->moe_route_backward(dlogits, upload_f64(*be, d, {n, k}), ids, w, x, normalize);
+    // Central differences (f64, h = 1e-6, ~1e-10): 1e-7 against O(1) errors of a wrong term.
     expect_close(want, download(*be, dlogits), {1e-7, 1e-8},
                  normalize ? "normalized" : "plain softmax");
   }
@@ -295,6 +299,7 @@ TEST_P(MoeOps, RouterProbSumsAreTheSoftmaxColumnSums) {
   be->fill(sums, std::nan(""));
   const Tensor x = upload_f64(*be, logits, {n, e});
   be->moe_router_prob_sums(sums, x, false);
+  // f64 softmax and sums in the same row order; 1e-14 allows exp's last bit.
   expect_close(want, download(*be, sums), {1e-14, 1e-15}, "sums");
   be->moe_router_prob_sums(sums, x, true);  // accumulates
   for (double& w : want) w *= 2;
@@ -323,6 +328,7 @@ TEST_P(MoeOps, BalanceBackwardAddsTheGradientOfTheWeightedProbabilities) {
   Tensor dlogits = upload_f64(*be, before, {n, e});
   be->moe_router_balance_backward(dlogits, upload_f64(*be, logits, {n, e}),
                                   upload_f64(*be, g, {e}), scale);
+  // As above: central differences, ~1e-10 accurate.
   expect_close(want, download(*be, dlogits), {1e-7, 1e-8}, "dlogits");
 }
 

@@ -83,6 +83,20 @@ TEST(MixtralConfig, RefusesRouterJitterAndBadExpertCounts) {
   EXPECT_NE(config_error(j).find("'num_local_experts'"), std::string::npos) << config_error(j);
 }
 
+TEST(MixtralConfig, ExpertsBelongToMixtralOnly) {
+  TransformerConfig llama = preset_config("tiny-llama");
+  llama.num_experts = 4;
+  llama.experts_per_token = 2;
+  EXPECT_THROW(llama.validate("preset"), ConfigError);
+  TransformerConfig mixtral = preset_config("tiny-mixtral");
+  mixtral.num_experts = 0;
+  mixtral.experts_per_token = 0;
+  EXPECT_THROW(mixtral.validate("preset"), ConfigError);
+  mixtral = preset_config("tiny-mixtral");
+  mixtral.router_aux_loss_coef = -0.5;
+  EXPECT_THROW(mixtral.validate("preset"), ConfigError);
+}
+
 TEST(MixtralConfig, TensorParallelismOverExpertsIsRefused) {
   const TransformerConfig c = preset_config("tiny-mixtral");
   try {
@@ -144,6 +158,7 @@ TEST(MoeFeedForward, MatchesThePerTokenFormula) {
           }
           want += (normalize ? p[e] / chosen : p[e]) * out;
         }
+        // f64 throughout; only the order of the sums differs (values O(1)): 1e-12.
         EXPECT_NEAR(at(y, t, col), want, 1e-12) << "token " << t << " column " << col;
       }
     }
@@ -197,6 +212,7 @@ TEST(RouterBalance, EqualsTheConcatenatedLayersFormula) {
     aux += (picks[static_cast<size_t>(e)] / rows) * (probs[static_cast<size_t>(e)] / rows);
   }
   aux *= static_cast<double>(experts);
+  // f64 sums of 22 rows in another order: a few units of 1e-17 on a value near 0.04.
   EXPECT_NEAR(balance.finish(), coefficient * aux, 1e-15);
   // The gradient of coefficient * aux with respect to each probability: c * E * F_e / R.
   std::vector<double> grad(static_cast<size_t>(experts));
@@ -236,7 +252,10 @@ TEST(MixtralConfig, OutputRouterLogitsTurnsTheBalanceLossOn) {
   const Batch batch = token_batch(2, 8, c.vocab_size);
   const double base = plain->evaluate(batch);
   const double with_term = balanced->evaluate(batch);
-  // aux >= 1 (equality only for perfectly even routing), times 0.5.
+  // Even routing gives aux = k = 2 (F_e = k/E, P_e = 1/E); each F_e <= 1 (an expert is chosen at
+  // most once a row) bounds aux by E. Routing that favours likely experts keeps aux near or
+  // above k, so the term 0.5 * aux lies well inside (0.49, 0.5 E); its exact value is pinned by
+  // RouterBalance.EqualsTheConcatenatedLayersFormula.
   EXPECT_GT(with_term - base, 0.49);
   EXPECT_LT(with_term - base, 0.5 * c.num_experts);
   // Pipeline stages cannot average over each other's blocks yet: refused, not ignored.
@@ -283,6 +302,9 @@ TEST(Mixtral, OneExpertIsTheDenseLlamaMlp) {
   sparse->zero_grad();
   const double dense_loss = dense->forward_backward(batch, 1.0);
   const double sparse_loss = sparse->forward_backward(batch, 1.0);
+  // The same f64 products on the same rows (one expert's block is every token, in order); the
+  // combine adds 1.0 * y to 0 exactly; 1e-13 / 1e-12 leave room for a BLAS that blocks a
+  // product over a slice of a buffer differently from one over a whole tensor.
   EXPECT_NEAR(dense_loss, sparse_loss, 1e-13);
   for (Parameter* p : dense->parameters()) {
     Parameter* twin = sparse->find_parameter(mixtral_name(p->spec.name));
@@ -305,6 +327,7 @@ TEST(Mixtral, RowShardsChangeOnlyTheSummationOrder) {
   const Batch batch = token_batch(2, 16, config.vocab_size);
   whole->zero_grad();
   tiled->zero_grad();
+  // Shards change only the order in which expert gradients are summed (f64): 1e-13 / 1e-12.
   EXPECT_NEAR(whole->forward_backward(batch, 1.0), tiled->forward_backward(batch, 1.0), 1e-13);
   EXPECT_LE(zero::testing::relative_error(whole->flat_grads(), tiled->flat_grads()), 1e-12);
 }
