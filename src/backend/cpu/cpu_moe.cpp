@@ -20,9 +20,10 @@ void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
   }
 }
 
-// The k largest logits of one row (largest first, the lower id first among equals).
-void top_k(const double* row_logits, int64_t experts, int64_t k, int32_t* ids) {
-  std::vector<int32_t> order(static_cast<size_t>(experts));
+// The k largest logits of one row (largest first, the lower id first among equals); `order`
+// is scratch of `experts` entries, reused across rows.
+void top_k(const double* row_logits, int64_t experts, int64_t k, int32_t* ids,
+           std::vector<int32_t>& order) {
   for (int64_t e = 0; e < experts; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
     return row_logits[a] > row_logits[b] || (row_logits[a] == row_logits[b] && a < b);
@@ -55,6 +56,7 @@ void moe_route(Tensor& expert_ids, Tensor& weights, const Tensor& logits, bool n
     int32_t* ids = expert_ids.data<int32_t>();
     T* w = weights.data<T>();  // stats_dtype: T itself for f32 and f64
     std::vector<double> wide(static_cast<size_t>(d.experts));
+    std::vector<int32_t> order(static_cast<size_t>(d.experts));
     std::vector<T> probs;
     for (int64_t n = 0; n < d.tokens; ++n) {
       const T* row = in + n * d.experts;
@@ -65,7 +67,7 @@ void moe_route(Tensor& expert_ids, Tensor& weights, const Tensor& logits, bool n
         wide[static_cast<size_t>(e)] = std::isnan(x) ? -INFINITY : x;
       }
       int32_t* row_ids = ids + n * d.choices;
-      top_k(wide.data(), d.experts, d.choices, row_ids);
+      top_k(wide.data(), d.experts, d.choices, row_ids, order);
       softmax_row<T>(row, d.experts, probs);
       T chosen = 0;
       for (int64_t j = 0; j < d.choices; ++j) chosen += probs[static_cast<size_t>(row_ids[j])];
