@@ -104,7 +104,8 @@ GenerationDefaults parse_generation_config(std::string_view text, const std::str
   // What HF's generate() would do differently: beams, n-gram bans, length penalties, ... and
   // max_length (prompt + new tokens; zero.cpp counts new tokens only: max_new_tokens).
   const std::pair<const char*, nlohmann::json> hf_defaults[] = {
-      {"max_length", 20},         {"num_beams", 1},           {"num_beam_groups", 1},     {"penalty_alpha", nullptr},
+      {"max_length", 20},         {"num_beams", 1},           {"num_beam_groups", 1},
+      {"penalty_alpha", nullptr},
       {"no_repeat_ngram_size", 0}, {"length_penalty", 1.0},   {"min_new_tokens", nullptr},
       {"min_length", 0},          {"typical_p", 1.0},          {"epsilon_cutoff", 0.0},
       {"eta_cutoff", 0.0},        {"min_p", nullptr},          {"bad_words_ids", nullptr},

@@ -6,8 +6,8 @@
 // Several sequences continue one prompt side by side (num_sequences: HF's
 // num_return_sequences), each with its own random stream; the prompt runs once, for one
 // sequence, and its keys and values are copied to every sequence's cache (KvCache::replicate).
-// A sequence ends at a stop token (the model's eos) or after max_new_tokens. Ownership: the model and its backend outlive the
-// Generator. One thread drives it.
+// A sequence ends at a stop token (the model's eos) or after max_new_tokens. Ownership: the
+// model and its backend outlive the Generator. One thread drives it.
 #pragma once
 #include <cstdint>
 #include <functional>

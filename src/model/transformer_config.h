@@ -77,8 +77,8 @@ struct TransformerConfig {
 // Built-in model shapes: "tiny" (GPT-2 style, byte vocabulary), "tiny-llama", "gpt2-124m",
 // "gpt2-350m", "llama-1b" (Llama 3.2 1B), "llama-1b-mha" (hidden 2048, 16 layers, 16 heads,
 // FFN 5632, vocabulary 32000, untied: the GPU speed benchmark's shape), "tiny-mixtral"
-// (tiny-llama's attention with 8 experts of width 176, 2 per token). Throws ConfigError listing the presets
-// for an unknown name.
+// (tiny-llama's attention with 8 experts of width 176, 2 per token). Throws ConfigError listing
+// the presets for an unknown name.
 TransformerConfig preset_config(std::string_view name);
 std::vector<std::string> preset_names();
 

@@ -158,7 +158,8 @@ TEST(KvCache, ReplicatingAOneSequencePromptEqualsRunningItForEverySequence) {
     const Tensor prompt = random_ids(1, 7, config.vocab_size, 4);
     Tensor prompts = Tensor::zeros_host({3, 7}, DType::kI64);
     for (int64_t b = 0; b < 3; ++b) {
-      std::copy(prompt.data<int64_t>(), prompt.data<int64_t>() + 7, prompts.data<int64_t>() + b * 7);
+      std::copy(prompt.data<int64_t>(), prompt.data<int64_t>() + 7,
+                prompts.data<int64_t>() + b * 7);
     }
     const Tensor next = random_ids(3, 1, config.vocab_size, 8);
     KvCache all(*be, config, 3, 10, dtype);
