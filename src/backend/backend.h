@@ -236,6 +236,25 @@ class Backend {
   virtual void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
                                 const Tensor& weight, const Tensor& rstd) = 0;
 
+  // ---- per-head query/key RMSNorm (Qwen3's q_norm and k_norm) ---------------------------------
+  // qkv_in and qkv_out [N, (H + 2 KVH) * D] (contiguous, one floating dtype) hold per row the
+  // fused projection's H query, KVH key and KVH value heads of D elements, in that order. Each
+  // query head is normalised with q_weight[D] and each key head with k_weight[D] exactly as
+  // rmsnorm_forward normalises a row of D; value heads are copied unchanged. rstd [N, H + KVH]
+  // (stats_dtype, contiguous) receives each normalised head's reciprocal RMS. qkv_out must not
+  // share qkv_in's storage (the backward reads the input). Checks: backend/qk_norm_shapes.h.
+  virtual void qk_rmsnorm_forward(Tensor& qkv_out, Tensor& rstd, const Tensor& qkv_in,
+                                  const Tensor& q_weight, const Tensor& k_weight, int64_t heads,
+                                  int64_t kv_heads, double eps) = 0;
+  // The backward: d_qkv_in's query and key heads get rmsnorm_backward's dx of d_qkv_out's (with
+  // qkv_in as x), its value heads d_qkv_out's copied; dq_weight and dk_weight accumulate the sum
+  // over the query (key) heads of all rows of dy * x * rstd, as rmsnorm_backward accumulates
+  // dweight (the weights' dtype, or f32 for 16-bit inputs). d_qkv_in shares neither storage.
+  virtual void qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight, Tensor& dk_weight,
+                                   const Tensor& d_qkv_out, const Tensor& qkv_in,
+                                   const Tensor& q_weight, const Tensor& k_weight,
+                                   const Tensor& rstd, int64_t heads, int64_t kv_heads) = 0;
+
   // ---- a residual add fused with the normalisation after it -----------------------------------
   // sum = a + b, rounded to sum's dtype exactly as add(sum, b, 1) rounds it, then the norm of the
   // stored sum exactly as layernorm_forward / rmsnorm_forward compute it: the pre-norm block's

@@ -89,6 +89,7 @@ int64_t checked_parameter_count(const TransformerConfig& config, const std::stri
   block.add({2, norm_params});
   block.add({c, qkv});
   block.add_if(config.qkv_bias, {qkv});
+  block.add_if(config.qk_norm, {2, config.head_dim});  // q_norm and k_norm
   block.add({q, c});
   block.add_if(config.attn_out_bias, {c});
   const int64_t mlp_matrices = config.mlp == MlpKind::kSwiGlu ? 3 : 2;

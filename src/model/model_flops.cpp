@@ -59,6 +59,10 @@ std::vector<UnitFlops> unit_flops(const TransformerConfig& c, int64_t batch, int
         weights("attention output projection", q * h + bias(c.attn_out_bias, h), tokens * q * h),
         elementwise("mlp norm", norm_params),
     };
+    if (c.qk_norm) {
+      const auto head_dim = static_cast<double>(c.head_dim);
+      block.ops.insert(block.ops.begin() + 2, elementwise("query/key head norms", 2 * head_dim));
+    }
     if (c.is_moe()) {
       // Every expert's weights count as parameters; each token runs only its k experts.
       const auto experts = static_cast<double>(c.num_experts);

@@ -97,6 +97,11 @@ void TransformerBlock::declare_llama_parameters(const std::string& p) {
   }
   idx_.out_weight = weight("self_attn.o_proj.weight", {c, config_.q_dim()}, Split::kColumns);
   if (config_.attn_out_bias) idx_.out_bias = vector("self_attn.o_proj.bias", c);
+  if (config_.qk_norm) {
+    // Every tensor-parallel rank holds both whole (each normalises its own heads with them).
+    idx_.q_norm = vector("self_attn.q_norm.weight", config_.head_dim);
+    idx_.k_norm = vector("self_attn.k_norm.weight", config_.head_dim);
+  }
   idx_.norm2_weight = vector("post_attention_layernorm.weight", c);
   if (config_.is_moe()) return declare_expert_parameters(p);
   idx_.up_first = weight("mlp.gate_proj.weight", {inner, c}, Split::kRows);
@@ -272,6 +277,15 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
   Tensor b_qkv = config_.qkv_bias ? fused_param(idx_.qkv_bias_first, idx_.qkv_bias_last, {qkv_width})
                                   : Tensor();
   be.linear_forward(qkv, h1, w_qkv, config_.qkv_bias ? &b_qkv : nullptr);
+  Tensor qkv_raw, qk_rstd;
+  if (config_.qk_norm) {
+    // Qwen3: every query and key head RMS-normalised before the rotation; value heads copied.
+    qkv_raw = qkv;
+    qkv = be.empty({rows, qkv_width}, dt, act);
+    qk_rstd = be.empty({rows, h + kvh}, backend::stats_dtype(dt), act);
+    be.qk_rmsnorm_forward(qkv, qk_rstd, qkv_raw, param(idx_.q_norm), param(idx_.k_norm), h, kvh,
+                          config_.norm_eps);
+  }
   Tensor q = head_view(qkv, batch_, seq_len_, 0, h);
   Tensor k = head_view(qkv, batch_, seq_len_, config_.q_dim(), kvh);
   Tensor v = head_view(qkv, batch_, seq_len_, config_.q_dim() + config_.kv_dim(), kvh);
@@ -325,6 +339,8 @@ Tensor TransformerBlock::forward(StepContext& ctx, const Tensor& x) {
     qkv_ = qkv;
     attn_ = attn;
     lse_ = lse;
+    qkv_raw_ = qkv_raw;
+    qk_rstd_ = qk_rstd;
   }
   return y;
 }
@@ -376,6 +392,7 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
     Tensor dqk = head_view(d_qkv, batch_, seq_len_, 0, h + kvh);  // dq's and dk's heads
     be.rope_apply(dqk, rope.cos, rope.sin, true);
   }
+  if (config_.qk_norm) d_qkv = qk_norm_backward(be, tp_group, d_qkv);
   Tensor d_h1 = be.empty({rows, c}, dt, act);
   Tensor w_qkv = fused_param(idx_.qkv_first, idx_.qkv_last, {qkv_width, c});
   Tensor g_qkv = fused_grad(idx_.qkv_first, idx_.qkv_last, {qkv_width, c});
@@ -404,7 +421,35 @@ Tensor TransformerBlock::backward(StepContext& ctx, const Tensor& dy) {
   return dx;
 }
 
+Tensor TransformerBlock::qk_norm_backward(backend::Backend& be, comm::Comm* tp_group,
+                                          const Tensor& d_qkv) {
+  const int64_t h = config_.num_heads;
+  const int64_t kvh = config_.num_kv_heads;
+  Tensor d_raw = be.empty(d_qkv.shape(), d_qkv.dtype(), MemoryCategory::kActivations);
+  Tensor g_q = grad(idx_.q_norm);
+  Tensor g_k = grad(idx_.k_norm);
+  if (tp_group == nullptr) {
+    be.qk_rmsnorm_backward(d_raw, g_q, g_k, d_qkv, qkv_raw_, param(idx_.q_norm),
+                           param(idx_.k_norm), qk_rstd_, h, kvh);
+    return d_raw;
+  }
+  // Each tensor-parallel rank's heads give part of the weights' gradients: this backward's
+  // share is made apart, summed over the group in one all-reduce, then accumulated.
+  const int64_t d = config_.head_dim;
+  Tensor shares = be.empty({2 * d}, g_q.dtype(), MemoryCategory::kWorkspace);
+  be.fill(shares, 0.0);
+  Tensor share_q = shares.view(0, {d});
+  Tensor share_k = shares.view(d, {d});
+  be.qk_rmsnorm_backward(d_raw, share_q, share_k, d_qkv, qkv_raw_, param(idx_.q_norm),
+                         param(idx_.k_norm), qk_rstd_, h, kvh);
+  tp_group->all_reduce(shares, comm::ReduceOp::kSum);
+  be.add(g_q, share_q, 1.0);
+  be.add(g_k, share_k, 1.0);
+  return d_raw;
+}
+
 void TransformerBlock::release_activations() {
+  qkv_raw_ = qk_rstd_ = Tensor();
   x_ = h1_ = qkv_ = attn_ = lse_ = Tensor();
   ulysses_.release();
   norm1_.release();

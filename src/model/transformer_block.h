@@ -1,7 +1,8 @@
 // TransformerBlock: one pre-norm decoder block — norm, fused QKV projection, (rotary),
 // causal attention, output projection, residual; norm, MLP (GELU or SwiGLU), residual.
-// The same unit serves GPT-2, Llama, Qwen2, Mistral and Mixtral; the config picks norms, biases,
-// MLP (dense, or Mixtral's experts) and positions, and the Hugging Face names of its parameters.
+// The same unit serves GPT-2, Llama, Qwen2, Qwen3, Mistral and Mixtral; the config picks norms,
+// biases, Qwen3's per-head query/key norms, MLP (dense, or Mixtral's experts) and positions, and
+// the Hugging Face names of its parameters.
 //
 // Layout trick: parameters that are used as one matrix are declared adjacently, so q/k/v
 // (and gate/up) run as one matmul through a fused view while loading and saving still see the
@@ -50,6 +51,7 @@ class TransformerBlock final : public Unit {
     // Mixture of experts: the router, every expert's w1 | w3 (up_first..up_last) and every
     // expert's w2 (down_weight..down_last), each group adjacent so that it is one fused view.
     size_t router = 0, down_last = 0;
+    size_t q_norm = 0, k_norm = 0;  // Qwen3's per-head norm weights [head_dim]
   };
   void declare_gpt2_parameters(const std::string& prefix);
   void declare_llama_parameters(const std::string& prefix);
@@ -79,6 +81,9 @@ class TransformerBlock final : public Unit {
   void sum_replicated_kv_grads(backend::Backend& backend, comm::Comm& group,
                                const std::vector<Tensor>& before);
   std::vector<Tensor> replicated_kv_grads();
+  // Qwen3: d_qkv (after the norms) -> the gradient before them; the norm weights' gradients
+  // accumulate, summed over the tensor group (each rank holds some heads) when there is one.
+  Tensor qk_norm_backward(backend::Backend& backend, comm::Comm* tp_group, const Tensor& d_qkv);
 
   int64_t layer_index_;
   TensorParallelLayout tp_;
@@ -94,6 +99,7 @@ class TransformerBlock final : public Unit {
   int64_t batch_ = 0, seq_len_ = 0;
   // Saved by forward for backward.
   Tensor x_, h1_, qkv_, attn_, lse_;
+  Tensor qkv_raw_, qk_rstd_;  // Qwen3: the projection before the q/k norms, their 1/RMS
 };
 
 }  // namespace zero::model

@@ -200,14 +200,17 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
       keys.size("num_attention_heads", {config.hidden_size, "at most one head per channel"});
   config.num_kv_heads = keys.size_or("num_key_value_heads", config.num_heads,
                                      {config.num_heads, "at most one per attention head"});
-  if (!keys.has("head_dim") && config.hidden_size % config.num_heads != 0) {
+  if (!keys.has("head_dim") && family != ModelFamily::kQwen3 &&
+      config.hidden_size % config.num_heads != 0) {
     keys.fail("num_attention_heads", "(" + std::to_string(config.num_heads) +
                                          ") must divide hidden_size (" +
                                          std::to_string(config.hidden_size) +
                                          ") when head_dim is not given");
   }
-  config.head_dim =
-      keys.size_or("head_dim", config.hidden_size / config.num_heads, kHeadDimLimit);
+  // Qwen3Config's head_dim defaults to 128 whatever the hidden size; the others derive it.
+  const int64_t default_head_dim =
+      family == ModelFamily::kQwen3 ? 128 : config.hidden_size / config.num_heads;
+  config.head_dim = keys.size_or("head_dim", default_head_dim, kHeadDimLimit);
   config.intermediate_size = keys.size("intermediate_size", kIntermediateSizeLimit);
   config.max_position_embeddings = keys.size("max_position_embeddings", kPositionsLimit);
   config.norm_eps = keys.positive_number_or("rms_norm_eps", 1e-6);
@@ -246,6 +249,17 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
                                         "yet (set it to false to use full attention)");
       }
       break;
+    case ModelFamily::kQwen3:
+      config.architecture = "Qwen3ForCausalLM";
+      // Qwen3's attention_bias covers q, k, v and o alike; its MLP never has biases.
+      config.qkv_bias = config.attn_out_bias = keys.boolean_or("attention_bias", false);
+      config.mlp_bias = false;
+      config.qk_norm = true;
+      if (keys.boolean_or("use_sliding_window", false)) {
+        keys.fail("use_sliding_window", "is true; Qwen3's per-layer sliding window is not supported "
+                                        "yet (set it to false to use full attention)");
+      }
+      break;
     case ModelFamily::kMistral:
       config.architecture = "MistralForCausalLM";
       config.qkv_bias = config.attn_out_bias = config.mlp_bias = false;
@@ -266,8 +280,8 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
 }
 
 std::string supported_architectures() {
-  return "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
-         "MixtralForCausalLM";
+  return "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+         "MistralForCausalLM, MixtralForCausalLM";
 }
 
 }  // namespace
@@ -277,6 +291,7 @@ const char* family_name(ModelFamily family) {
     case ModelFamily::kGpt2: return "gpt2";
     case ModelFamily::kLlama: return "llama";
     case ModelFamily::kQwen2: return "qwen2";
+    case ModelFamily::kQwen3: return "qwen3";
     case ModelFamily::kMistral: return "mistral";
     case ModelFamily::kMixtral: return "mixtral";
   }
@@ -309,6 +324,8 @@ TransformerConfig TransformerConfig::from_hf_json(const nlohmann::json& json,
     read_llama_like(keys, config, ModelFamily::kLlama);
   } else if (architecture == "Qwen2ForCausalLM" || (architecture.empty() && model_type == "qwen2")) {
     read_llama_like(keys, config, ModelFamily::kQwen2);
+  } else if (architecture == "Qwen3ForCausalLM" || (architecture.empty() && model_type == "qwen3")) {
+    read_llama_like(keys, config, ModelFamily::kQwen3);
   } else if (architecture == "MistralForCausalLM" ||
              (architecture.empty() && model_type == "mistral")) {
     read_llama_like(keys, config, ModelFamily::kMistral);
@@ -365,6 +382,7 @@ nlohmann::json TransformerConfig::to_hf_json() const {
     json["attention_bias"] = qkv_bias;
     json["mlp_bias"] = mlp_bias;
   }
+  if (family == ModelFamily::kQwen3) json["attention_bias"] = qkv_bias;
   if (family == ModelFamily::kMistral || family == ModelFamily::kMixtral) {
     json["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nlohmann::json();
   }
@@ -399,6 +417,11 @@ void TransformerConfig::validate(const std::string& source) const {
           "a Mixtral model needs num_local_experts and num_experts_per_tok");
   require(router_aux_loss_coef >= 0.0 && std::isfinite(router_aux_loss_coef),
           "router_aux_loss_coef must be a number >= 0");
+  require(!qk_norm || norm == NormKind::kRmsNorm,
+          "query/key head norms are RMSNorms (Qwen3); this model uses LayerNorm");
+  require(qk_norm == (family == ModelFamily::kQwen3),
+          std::string("query/key head norms are part of Qwen3 models, not ") +
+              family_name(family));
   require(!is_moe() || family == ModelFamily::kMixtral,
           std::string("experts are part of Mixtral models, not ") + family_name(family));
 }
@@ -466,6 +489,15 @@ TransformerConfig preset_config(std::string_view name) {
     // The GPU speed benchmark's Llama shape (bench/, issue 13): multi-head attention, a 32k
     // Llama-2 vocabulary, untied head.
     c = llama_shape(32000, 4096, 2048, 16, 16, 16, 5632, 10000.0, false);
+  } else if (name == "tiny-qwen3") {
+    // Qwen3's shape traits at tiny size: head_dim apart from hidden / heads (4 x 48 = 192
+    // query channels from 128), per-head q/k norms, a tied head.
+    c = llama_shape(256, 256, 128, 4, 4, 2, 352, 1000000.0, true);
+    c.family = ModelFamily::kQwen3;
+    c.architecture = "Qwen3ForCausalLM";
+    c.head_dim = 48;
+    c.qk_norm = true;
+    c.norm_eps = 1e-6;
   } else if (name == "tiny-mixtral") {
     c = llama_shape(256, 256, 128, 4, 4, 2, 176, 10000.0, false);
     c.family = ModelFamily::kMixtral;
@@ -483,8 +515,8 @@ TransformerConfig preset_config(std::string_view name) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny",     "tiny-llama", "tiny-mixtral", "gpt2-124m",
-          "gpt2-350m", "llama-1b",   "llama-1b-mha"};
+  return {"tiny",      "tiny-llama", "tiny-qwen3", "tiny-mixtral",
+          "gpt2-124m", "gpt2-350m",  "llama-1b",   "llama-1b-mha"};
 }
 
 }  // namespace zero::model

@@ -1,6 +1,6 @@
 // TransformerConfig: the shape of a decoder-only transformer, read from a Hugging Face
-// config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM,
-// MixtralForCausalLM) or
+// config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// MistralForCausalLM, MixtralForCausalLM) or
 // taken from a built-in preset. Everything the model builder needs, validated once.
 #pragma once
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 namespace zero::model {
 
-enum class ModelFamily { kGpt2, kLlama, kQwen2, kMistral, kMixtral };
+enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3, kMistral, kMixtral };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class MlpKind { kGeluTanh, kSwiGlu };
 
@@ -40,6 +40,9 @@ struct TransformerConfig {
   bool mlp_bias = true;
   bool norm_bias = true;          // LayerNorm has a bias; RMSNorm never does
   int64_t sliding_window = 0;     // 0: full causal attention
+  // Qwen3: each query and key head is RMS-normalised over head_dim (weights q_norm and k_norm of
+  // head_dim elements, Backend::qk_rmsnorm_forward) after the projection, before rotary.
+  bool qk_norm = false;
   // Mixture of experts (Mixtral, model/moe_feed_forward.h): num_experts > 0 replaces each
   // block's MLP by num_experts SwiGLU experts of width intermediate_size, of which a router
   // picks experts_per_token for each token; their outputs are summed with the router's softmax
@@ -76,7 +79,8 @@ struct TransformerConfig {
 
 // Built-in model shapes: "tiny" (GPT-2 style, byte vocabulary), "tiny-llama", "gpt2-124m",
 // "gpt2-350m", "llama-1b" (Llama 3.2 1B), "llama-1b-mha" (hidden 2048, 16 layers, 16 heads,
-// FFN 5632, vocabulary 32000, untied: the GPU speed benchmark's shape), "tiny-mixtral"
+// FFN 5632, vocabulary 32000, untied: the GPU speed benchmark's shape), "tiny-qwen3"
+// (tiny-llama's sizes with head_dim 48, q/k head norms and a tied head), "tiny-mixtral"
 // (tiny-llama's attention with 8 experts of width 176, 2 per token). Throws ConfigError listing
 // the presets for an unknown name.
 TransformerConfig preset_config(std::string_view name);

@@ -69,7 +69,12 @@ ActivationMemory estimate_activations(const model::TransformerConfig& c,
     const int64_t gathered_kv = mul({c.head_dim, sp, kv_heads_per_rank});
     gathered_row = mul({w, add({mul({2, q}), mul({2, gathered_kv})})});
   }
-  const int64_t attention_row = add({mul({w, add({h, q, mul({2, kv}), q})}), gathered_row});
+  // Qwen3's q/k head norms keep the projection before them and a 1/RMS per normalised head.
+  const int64_t qk_norm_row =
+      c.qk_norm ? add({mul({w, add({q, mul({2, kv})})}), mul({stat, c.num_heads + c.num_kv_heads})})
+                : 0;
+  const int64_t attention_row =
+      add({mul({w, add({h, q, mul({2, kv}), q})}), gathered_row, qk_norm_row});
   // The MLP's saved set per row, untiled; MoE: Mixtral's experts (model/moe_feed_forward.h):
   // the norm's input and output, the router's logits, and for each of the k pairs its
   // intermediates and output, its weight (f32) and three 32-bit indices.
@@ -116,8 +121,11 @@ ActivationMemory estimate_activations(const model::TransformerConfig& c,
   // also runs on gathered tensors: while it runs, dy, d_x1, d_attn, d_qkv and the gathered
   // output and q/k/v gradients (one gathered row) are alive on top of the saved gathered
   // tensors, which are released before d_h1 and dx exist.
-  const int64_t attention_end =
-      mul({t, add({mul({w, add({mul({4, h}), mul({2, q}), mul({2, kv})})}), -gathered_row})});
+  // With q/k head norms the gradient before them (d_qkv's size) joins at the end.
+  const int64_t qk_norm_grad = c.qk_norm ? add({q, mul({2, kv})}) : 0;
+  const int64_t attention_end = mul(
+      {t, add({mul({w, add({mul({4, h}), mul({2, q}), mul({2, kv}), qk_norm_grad})}),
+               -gathered_row})});
   const int64_t attention_core =
       mul({t, add({mul({w, add({mul({2, h}), mul({2, q}), mul({2, kv})})}), gathered_row})});
   const int64_t attention_grads = std::max(attention_end, attention_core);

@@ -6,9 +6,10 @@
 //
 // Notation: b micro-batch, s sequence length, sp sequence-parallel size, t = ceil(b*s / sp) rows
 // per rank, h hidden, q = heads*d, kv = kv_heads*d, I intermediate size, U up-projection width
-// (2I for SwiGLU: gate|up fused; I for GELU), V vocabulary, L layers, a heads; w bytes per
-// activation element, f = 4 bytes per statistic (8 for f64 activations), lw = max(w, 4) for the
-// logits (fp32 at least, as the loss reads them). N / Nl: MLP / logits row shards, r = ceil(t/N).
+// (2I for SwiGLU: gate|up fused; I for GELU), V vocabulary, L layers, a heads (a_kv key/value
+// heads); w bytes per activation element, f = 4 bytes per statistic (8 for f64 activations),
+// lw = max(w, 4) for the logits (fp32 at least, as the loss reads them). N / Nl: MLP / logits row
+// shards, r = ceil(t/N).
 //
 // Saved per block (model/transformer_block.cpp, tiled_mlp.cpp: the tensors kept from forward to
 // backward), per row:
@@ -17,6 +18,8 @@
 //   MLP untiled: x1, h2, up, act w (2h + U + I)          tiled (N > 1): x1 only, w h
 //   MoE (E experts, k per token): x1, h2, router logits, and per pair up, act and output:
 //                                w (2h + E) + k w (U + I + h) + 16 k
+//   Qwen3's q/k head norms: the projection before them and a 1/RMS per normalised head:
+//                                w (q + 2kv) + f (a + a_kv)
 //   Ulysses (sp > 1): the gathered q, k, v and output of the core attention, [s, heads/sp]:
 //                                w (2q + 2 kv_r) with kv_r = d * sp * max(1, kv_heads/sp)
 //                                (GQA with fewer KV heads than sp replicates one per rank)
@@ -36,7 +39,8 @@
 //      MLP tiled:   dx (t w h) + one shard recomputed (h2, up, act) and its gradients:
 //                   r (w (h + U + I + max(I, U)) + f), the saved MLP set being x1 only
 //      attention:   the MLP's saved set is gone; dy, d_x1, d_attn, d_qkv, d_h1 and the norm's
-//                   dx: t w (4h + 2q + 2kv) (d_attn and d_qkv stay alive through head views);
+//                   dx: t w (4h + 2q + 2kv) (d_attn and d_qkv stay alive through head views),
+//                   + t w (q + 2kv) with q/k head norms (the gradient before them);
 //                   Ulysses: also the larger of that minus the saved gathered tensors (freed
 //                   first) and t w (2h + 2q + 2kv) + the gathered output and qkv gradients
 //                   (t w (2q + 2 kv_r)) while the core attention's backward runs

@@ -197,8 +197,8 @@ int run_train(const Args& args) {
   parser.option("deepspeed", "", "DeepSpeed config, JSON or HJSON (default: a built-in config for the tiny run)")
       .option("strict-config", "false", "true: unknown config keys are errors instead of warnings")
       .option("model", "tiny",
-              "a Hugging Face model folder or a preset (tiny, tiny-llama, tiny-mixtral, "
-              "gpt2-124m, gpt2-350m, llama-1b, llama-1b-mha)")
+              "a Hugging Face model folder or a preset (tiny, tiny-llama, tiny-qwen3, "
+              "tiny-mixtral, gpt2-124m, gpt2-350m, llama-1b, llama-1b-mha)")
       .option("data", "synthetic", "token shards (.bin, comma-separated) or 'synthetic'")
       .option("eval-data", "", "token shards for evaluation (default: held-out synthetic samples when training on synthetic)")
       .option("eval-every", "0", "evaluate every N steps (0: at the end only)")

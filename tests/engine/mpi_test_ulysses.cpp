@@ -118,10 +118,10 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Mixtral's experts route each token on its own, so a sequence split over ranks routes as the
-// whole one does.
+// whole one does; Qwen3 normalises each token's query and key heads before the exchange.
 INSTANTIATE_TEST_SUITE_P(
     Experts, UlyssesEquivalence,
-    ::testing::Combine(::testing::Values("mixtral"), ::testing::Values(3),
+    ::testing::Combine(::testing::Values("mixtral", "qwen3"), ::testing::Values(3),
                        ::testing::Values(int64_t{1})),
     [](const auto& param_info) {
       return std::get<0>(param_info.param) + "_stage" +

@@ -75,6 +75,16 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(param_info.param));
     });
 
+// Qwen3's q/k head norms: their small weights partitioned, reduced and gathered like any.
+INSTANTIATE_TEST_SUITE_P(
+    QkNorm, ZeroEquivalence,
+    ::testing::Combine(::testing::Values("qwen3"), ::testing::Values(1, 3),
+                       ::testing::Values(true)),
+    [](const auto& param_info) {
+      return std::get<0>(param_info.param) + "_stage" +
+             std::to_string(std::get<1>(param_info.param));
+    });
+
 // bf16 master weights, bf16 optimizer states and stochastic rounding across ranks: each
 // element's rounding bits come from its place in the model, so N ranks at stages 1-3 match one
 // rank at stage 1 accumulating the same N micro-batches, bit for bit (f32 accumulation and

@@ -315,6 +315,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaTraining,
                                            Variant{"llama", 0, false, true},
                                            Variant{"gpt2", 2, true, false},
                                            Variant{"llama", 3, true, false},
+                                           // Qwen3's q/k head norms (bf16, ZeRO-3).
+                                           Variant{"qwen3", 3, true, true},
                                            // Muon: Newton-Schulz through cuBLASLt products.
                                            Variant{"llama", 0, false, false, false, true},
                                            Variant{"gpt2", 2, true, false, false, true}),

@@ -50,13 +50,14 @@ struct TpCase {
 };
 
 TransformerConfig tiny_config(const TpCase& c) {
-  TransformerConfig config = preset_config(c.family == "gpt2" ? "tiny" : "tiny-llama");
+  TransformerConfig config =
+      preset_config(c.family == "gpt2" ? "tiny" : c.family == "qwen3" ? "tiny-qwen3" : "tiny-llama");
   config.vocab_size = c.family == "gpt2" ? 67 : 71;
   config.hidden_size = 16;
   config.num_layers = 2;
   config.num_heads = 4;
   config.num_kv_heads = c.family == "gpt2" ? 4 : c.kv_heads;
-  config.head_dim = 4;
+  config.head_dim = c.family == "qwen3" ? 6 : 4;  // Qwen3: q/k widths apart from hidden
   config.intermediate_size = c.family == "gpt2" ? 64 : 40;
   config.max_position_embeddings = 32;
   if (c.qkv_bias) config.qkv_bias = true;
@@ -178,6 +179,10 @@ std::vector<TpCase> cases() {
   out.push_back({"gpt2_f64", "gpt2"});
   out.push_back({"llama_kv2_f64", "llama", 2});
   out.push_back({"llama_kv1_bias_f64", "llama", 1, true});
+  // Qwen3's q/k head norms: each rank normalises its own heads; the norm weights' gradients
+  // are summed over the group (with replicated key heads too).
+  out.push_back({"qwen3_kv2_f64", "qwen3", 2});
+  out.push_back({"qwen3_kv1_f64", "qwen3", 1});
   {
     TpCase c{"gpt2_checkpointed_tiled", "gpt2"};
     c.checkpointing = true;

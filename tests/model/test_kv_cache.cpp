@@ -144,6 +144,18 @@ TEST(KvCache, MixtralCachedStepsGiveTheFullForwardLogits) {
   }
 }
 
+// Qwen3 normalises each new token's query and key heads before they are rotated and cached:
+// the cached steps give the full forward's f64 logits (1e-12 as above).
+TEST(KvCache, Qwen3CachedStepsGiveTheFullForwardLogits) {
+  backend::CpuBackend cpu;
+  auto model = build_transformer(preset_config("tiny-qwen3"), cpu, DType::kF64);
+  init_parameters(*model, 12, 0.2);
+  const Tensor ids = random_ids(2, 14, model->config()->vocab_size, 6);
+  for (int64_t prompt : {int64_t{1}, int64_t{6}}) {
+    EXPECT_LE(worst_cached_error(*model, ids, prompt, DType::kF64), 1e-12) << "prompt " << prompt;
+  }
+}
+
 // A prompt run once and replicated to three sequences leaves the same keys and values as the
 // prompt run for all three: the next step's logits agree (f64, summation order of a batch of
 // one against three: 1e-12), on the CPU and the simulated device.

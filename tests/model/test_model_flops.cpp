@@ -126,6 +126,23 @@ TEST(ModelFlops, MixtralCountsEveryExpertsWeightsButOnlyTheChosenExpertsWork) {
   EXPECT_EQ(params, static_cast<double>(c.num_parameters()));
 }
 
+// Qwen3's q/k head norms: 2 x head_dim parameters a block, no matmul work; the projections are
+// q_dim = 192 wide from a hidden size of 128.
+TEST(ModelFlops, Qwen3CountsTheHeadNormsAndItsWideQueries) {
+  const TransformerConfig c = preset_config("tiny-qwen3");
+  const auto units = unit_flops(c, 2, 5);  // 10 tokens
+  const UnitFlops& block = units[1];
+  ASSERT_EQ(block.ops.size(), 9u);
+  EXPECT_EQ(block.ops[2].name, "query/key head norms");
+  EXPECT_EQ(block.ops[2].params, 2.0 * 48.0);
+  EXPECT_EQ(block.ops[2].forward_macs, 0.0);
+  EXPECT_EQ(block.ops[1].forward_macs, 10.0 * 128.0 * (192.0 + 2.0 * 96.0));
+  EXPECT_EQ(block.ops[5].forward_macs, 10.0 * 192.0 * 128.0);  // output projection
+  double params = 0.0;
+  for (const UnitFlops& u : units) params += u.params();
+  EXPECT_EQ(params, static_cast<double>(c.num_parameters()));
+}
+
 TEST(ModelFlops, SumOverUnitsEqualsTrainingFlopsAndThePreviousMfuFormula) {
   struct Case {
     const char* preset;

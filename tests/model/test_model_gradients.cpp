@@ -1,6 +1,6 @@
 // Every unit's backward, end to end through the Model, against central finite differences in
-// f64 — for each model family and its options (Mixtral's experts and router included) — plus a
-// user-defined unit in the list, and the f32 path against f64.
+// f64 — for each model family and its options (Qwen3's q/k norms, Mixtral's experts and router
+// included) — plus a user-defined unit in the list, and the f32 path against f64.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -29,6 +29,10 @@ TransformerConfig tiny(ModelFamily family) {
   if (family == ModelFamily::kQwen2) {
     c.qkv_bias = true;
     c.attn_out_bias = c.mlp_bias = false;
+  }
+  if (family == ModelFamily::kQwen3) {
+    c.qk_norm = true;
+    c.head_dim = 6;  // q and k widths (12, 6) apart from the hidden size
   }
   if (family == ModelFamily::kMixtral) {
     c.num_experts = 4;  // 12 tokens over 4 experts, 2 each: every expert gets some
@@ -78,6 +82,7 @@ TEST_P(ModelGradients, MatchFiniteDifferences) {
   if (fc.family == ModelFamily::kLlama && fc.attention_bias) {
     config.qkv_bias = config.attn_out_bias = config.mlp_bias = true;
   }
+  if (fc.family == ModelFamily::kQwen3) config.qkv_bias = config.attn_out_bias = fc.attention_bias;
   config.sliding_window = fc.window;
   if (std::string(fc.label) == "mixtral_balance_loss") config.router_aux_loss_coef = 0.3;
   backend::CpuBackend cpu;
@@ -94,6 +99,9 @@ INSTANTIATE_TEST_SUITE_P(
                       FamilyCase{"llama_all_biases_tied", ModelFamily::kLlama, true, true, 0},
                       FamilyCase{"qwen2_qkv_bias", ModelFamily::kQwen2, false, false, 0},
                       FamilyCase{"mistral_window3", ModelFamily::kMistral, false, false, 3},
+                      // Per-head q/k norms (their weights' gradients included).
+                      FamilyCase{"qwen3_tied", ModelFamily::kQwen3, true, false, 0},
+                      FamilyCase{"qwen3_attention_bias", ModelFamily::kQwen3, false, true, 0},
                       FamilyCase{"mixtral_experts", ModelFamily::kMixtral, false, false, 3},
                       // The routers' load-balancing loss (its value is in evaluate()'s loss).
                       FamilyCase{"mixtral_balance_loss", ModelFamily::kMixtral, false, false, 0}),

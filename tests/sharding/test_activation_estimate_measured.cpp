@@ -128,5 +128,14 @@ TEST(ActivationEstimateMeasured, MixtralExpertsWithinMargin) {
   expect_within_margin("mixtral", config, kBlockOptions, {256, 1024});
 }
 
+// Qwen3's q/k head norms keep the projection before them and a 1/RMS per normalised head, and
+// their backward adds the gradient before them; head_dim 48 makes the query width (192) differ
+// from the hidden size (128).
+TEST(ActivationEstimateMeasured, Qwen3QkNormsWithinMargin) {
+  model::TransformerConfig config = model::preset_config("tiny-qwen3");
+  config.max_position_embeddings = 1024;
+  expect_within_margin("qwen3", config, kBlockOptions, {256, 1024});
+}
+
 }  // namespace
 }  // namespace zero::sharding

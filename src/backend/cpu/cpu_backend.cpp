@@ -16,9 +16,11 @@
 #include "backend/cpu/cpu_onebit.h"
 #include "backend/cpu/cpu_optimizers.h"
 #include "backend/cpu/cpu_reductions.h"
+#include "backend/cpu/cpu_qk_norm.h"
 #include "backend/cpu/cpu_rmsnorm.h"
 #include "backend/cpu/cpu_rope.h"
 #include "backend/cpu/cpu_stochastic_round.h"
+#include "backend/qk_norm_shapes.h"
 
 namespace zero::backend {
 
@@ -137,6 +139,37 @@ void CpuBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy,
   }
   cpu::F32Twins t;
   cpu::rmsnorm_backward(t.out(dx), t.out(dweight), t.in(dy), t.in(x), t.in(weight), t.in(rstd));
+  t.finish();
+}
+void CpuBackend::qk_rmsnorm_forward(Tensor& qkv_out, Tensor& rstd, const Tensor& qkv_in,
+                                    const Tensor& q_weight, const Tensor& k_weight,
+                                    int64_t heads, int64_t kv_heads, double eps) {
+  // Checked before the twins too, so that a bad call names the caller's dtypes.
+  check_qk_rmsnorm_forward("qk_rmsnorm_forward", qkv_out, rstd, qkv_in, q_weight, k_weight,
+                           heads, kv_heads);
+  if (!any_16bit(qkv_out, qkv_in)) {
+    return cpu::qk_rmsnorm_forward(qkv_out, rstd, qkv_in, q_weight, k_weight, heads, kv_heads,
+                                   eps);
+  }
+  cpu::F32Twins t;
+  cpu::qk_rmsnorm_forward(t.out(qkv_out), t.out(rstd), t.in(qkv_in), t.in(q_weight),
+                          t.in(k_weight), heads, kv_heads, eps);
+  t.finish();
+}
+void CpuBackend::qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight, Tensor& dk_weight,
+                                     const Tensor& d_qkv_out, const Tensor& qkv_in,
+                                     const Tensor& q_weight, const Tensor& k_weight,
+                                     const Tensor& rstd, int64_t heads, int64_t kv_heads) {
+  check_qk_rmsnorm_backward("qk_rmsnorm_backward", d_qkv_in, dq_weight, dk_weight, d_qkv_out,
+                            qkv_in, q_weight, k_weight, rstd, heads, kv_heads);
+  if (!any_16bit(d_qkv_in, qkv_in, dq_weight, dk_weight)) {
+    return cpu::qk_rmsnorm_backward(d_qkv_in, dq_weight, dk_weight, d_qkv_out, qkv_in, q_weight,
+                                    k_weight, rstd, heads, kv_heads);
+  }
+  cpu::F32Twins t;
+  cpu::qk_rmsnorm_backward(t.out(d_qkv_in), t.out(dq_weight), t.out(dk_weight), t.in(d_qkv_out),
+                           t.in(qkv_in), t.in(q_weight), t.in(k_weight), t.in(rstd), heads,
+                           kv_heads);
   t.finish();
 }
 

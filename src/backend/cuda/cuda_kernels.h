@@ -135,6 +135,22 @@ void launch_rmsnorm_backward(void* dx, void* dweight, const void* dy, const void
                              DType grad_dtype, int64_t rows, int64_t channels, void* scratch,
                              cudaStream_t stream, const void* residual = nullptr);
 
+// ---- per-head query/key RMSNorm (cuda_qk_norm.cu) ----------------------------------------------
+// Backend::qk_rmsnorm_forward / qk_rmsnorm_backward over [tokens, (heads + 2 kv_heads) *
+// head_dim] rows of `dtype`; rstd f32 [tokens, heads + kv_heads]. The backward's dq_weight and
+// dk_weight are `grad_dtype` (dtype, or f32 for 16-bit dtype) and accumulate; `scratch` holds
+// qk_rmsnorm_backward_scratch_bytes(tokens, head_dim) bytes of device memory.
+size_t qk_rmsnorm_backward_scratch_bytes(int64_t tokens, int64_t head_dim);
+void launch_qk_rmsnorm_forward(void* qkv_out, float* rstd, const void* qkv_in,
+                               const void* q_weight, const void* k_weight, DType dtype,
+                               int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                               float eps, cudaStream_t stream);
+void launch_qk_rmsnorm_backward(void* d_qkv_in, void* dq_weight, void* dk_weight,
+                                DType grad_dtype, const void* d_qkv_out, const void* qkv_in,
+                                const void* q_weight, const void* k_weight, const float* rstd,
+                                DType dtype, int64_t tokens, int64_t heads, int64_t kv_heads,
+                                int64_t head_dim, void* scratch, cudaStream_t stream);
+
 // ---- activations (cuda_activations.cu) ---------------------------------------------------------
 void launch_gelu_forward(void* y, const void* x, DType dtype, int64_t n, cudaStream_t stream);
 void launch_gelu_backward(void* dx, const void* dy, const void* x, DType dtype, int64_t n,

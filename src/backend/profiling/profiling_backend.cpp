@@ -264,6 +264,27 @@ void ProfilingBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tenso
         [&] { inner_->rmsnorm_backward(dx, dweight, dy, x, weight, rstd); });
 }
 
+void ProfilingBackend::qk_rmsnorm_forward(Tensor& qkv_out, Tensor& rstd, const Tensor& qkv_in,
+                                          const Tensor& q_weight, const Tensor& k_weight,
+                                          int64_t heads, int64_t kv_heads, double eps) {
+  timed("qk_rmsnorm_forward", [&] { return elementwise(shapes({{"qkv", &qkv_in}}), qkv_in); },
+        [&] {
+          inner_->qk_rmsnorm_forward(qkv_out, rstd, qkv_in, q_weight, k_weight, heads, kv_heads,
+                                     eps);
+        });
+}
+
+void ProfilingBackend::qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight, Tensor& dk_weight,
+                                           const Tensor& d_qkv_out, const Tensor& qkv_in,
+                                           const Tensor& q_weight, const Tensor& k_weight,
+                                           const Tensor& rstd, int64_t heads, int64_t kv_heads) {
+  timed("qk_rmsnorm_backward", [&] { return elementwise(shapes({{"qkv", &qkv_in}}), qkv_in); },
+        [&] {
+          inner_->qk_rmsnorm_backward(d_qkv_in, dq_weight, dk_weight, d_qkv_out, qkv_in,
+                                      q_weight, k_weight, rstd, heads, kv_heads);
+        });
+}
+
 // The fused ops are timed as one call (the inner backend may still run them as several).
 void ProfilingBackend::add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd,
                                              const Tensor& a, const Tensor& b,

@@ -91,6 +91,13 @@ class ProfilingBackend final : public Backend {
                        double eps) override;
   void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
                         const Tensor& weight, const Tensor& rstd) override;
+  void qk_rmsnorm_forward(Tensor& qkv_out, Tensor& rstd, const Tensor& qkv_in,
+                          const Tensor& q_weight, const Tensor& k_weight, int64_t heads,
+                          int64_t kv_heads, double eps) override;
+  void qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight, Tensor& dk_weight,
+                           const Tensor& d_qkv_out, const Tensor& qkv_in, const Tensor& q_weight,
+                           const Tensor& k_weight, const Tensor& rstd, int64_t heads,
+                           int64_t kv_heads) override;
   void add_layernorm_forward(Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& a,
                              const Tensor& b, const Tensor& weight, const Tensor* bias,
                              double eps) override;

@@ -199,6 +199,31 @@ void SimulatedDeviceBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const
                         host_alias(weight, op), host_alias(rstd, op));
 }
 
+void SimulatedDeviceBackend::qk_rmsnorm_forward(Tensor& qkv_out, Tensor& rstd,
+                                                const Tensor& qkv_in, const Tensor& q_weight,
+                                                const Tensor& k_weight, int64_t heads,
+                                                int64_t kv_heads, double eps) {
+  const char* op = "qk_rmsnorm_forward";
+  Tensor out_h = host_alias(qkv_out, op);
+  Tensor rstd_h = host_alias(rstd, op);
+  cpu_.qk_rmsnorm_forward(out_h, rstd_h, host_alias(qkv_in, op), host_alias(q_weight, op),
+                          host_alias(k_weight, op), heads, kv_heads, eps);
+}
+
+void SimulatedDeviceBackend::qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight,
+                                                 Tensor& dk_weight, const Tensor& d_qkv_out,
+                                                 const Tensor& qkv_in, const Tensor& q_weight,
+                                                 const Tensor& k_weight, const Tensor& rstd,
+                                                 int64_t heads, int64_t kv_heads) {
+  const char* op = "qk_rmsnorm_backward";
+  Tensor d_in_h = host_alias(d_qkv_in, op);
+  Tensor dq_h = host_alias(dq_weight, op);
+  Tensor dk_h = host_alias(dk_weight, op);
+  cpu_.qk_rmsnorm_backward(d_in_h, dq_h, dk_h, host_alias(d_qkv_out, op), host_alias(qkv_in, op),
+                           host_alias(q_weight, op), host_alias(k_weight, op),
+                           host_alias(rstd, op), heads, kv_heads);
+}
+
 void SimulatedDeviceBackend::gelu_forward(Tensor& y, const Tensor& x) {
   Tensor h = host_alias(y, "gelu_forward");
   cpu_.gelu_forward(h, host_alias(x, "gelu_forward"));

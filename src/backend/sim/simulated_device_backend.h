@@ -75,6 +75,13 @@ class SimulatedDeviceBackend final : public Backend {
                        double eps) override;
   void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tensor& x,
                         const Tensor& weight, const Tensor& rstd) override;
+  void qk_rmsnorm_forward(Tensor& qkv_out, Tensor& rstd, const Tensor& qkv_in,
+                          const Tensor& q_weight, const Tensor& k_weight, int64_t heads,
+                          int64_t kv_heads, double eps) override;
+  void qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight, Tensor& dk_weight,
+                           const Tensor& d_qkv_out, const Tensor& qkv_in, const Tensor& q_weight,
+                           const Tensor& k_weight, const Tensor& rstd, int64_t heads,
+                           int64_t kv_heads) override;
   void gelu_forward(Tensor& y, const Tensor& x) override;
   void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) override;
   void swiglu_forward(Tensor& y, const Tensor& gate_up) override;
