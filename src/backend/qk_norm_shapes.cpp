@@ -33,9 +33,9 @@ QkNormDims fused_dims(const char* op, const Tensor& qkv, const char* name, int64
   // heads + 2 kv_heads cannot overflow: both are at most a row's element count.
   if (heads > qkv.size(1) || kv_heads > qkv.size(1) || qkv.size(1) == 0 ||
       qkv.size(1) % d.heads_per_row() != 0) {
-    fail_qk(op, std::string(name) + " " + shape_to_string(qkv.shape()) + " must have (H + 2 KVH) * D "
-                 "columns for H = " + std::to_string(heads) + ", KVH = " +
-                 std::to_string(kv_heads));
+    fail_qk(op, std::string(name) + " " + shape_to_string(qkv.shape()) +
+                    " must have (H + 2 KVH) * D columns for H = " + std::to_string(heads) +
+                    ", KVH = " + std::to_string(kv_heads));
   }
   d.head_dim = qkv.size(1) / d.heads_per_row();
   return d;
@@ -45,15 +45,16 @@ void require_like(const char* op, const Tensor& t, const char* name, const Tenso
                   const char* like_name) {
   if (!t.defined() || !t.is_contiguous() || t.shape() != like.shape() ||
       t.dtype() != like.dtype()) {
-    fail_qk(op, std::string(name) + " must be contiguous with " + like_name + "'s shape and dtype (" +
-                 like.describe() + "), got " + described_qk(t));
+    fail_qk(op, std::string(name) + " must be contiguous with " + like_name +
+                    "'s shape and dtype (" + like.describe() + "), got " + described_qk(t));
   }
 }
 
 void require_distinct(const char* op, const Tensor& out, const char* name, const Tensor& in,
                       const char* in_name) {
   if (out.storage() == in.storage()) {
-    fail_qk(op, std::string(name) + " shares " + in_name + "'s storage; pass it a buffer of its own");
+    fail_qk(op, std::string(name) + " shares " + in_name +
+                    "'s storage; pass it a buffer of its own");
   }
 }
 

@@ -9,8 +9,9 @@ const std::vector<OtherSection>& other_sections() {
       {"amp", "Apex AMP mixed precision"},
       {"torch_autocast", "torch.autocast mixed precision"},
       {"expert_parallel", "AutoEP expert parallelism",
-       "remove the section (or set \"enabled\": false in it); Mixtral models train without it: "
-       "every rank runs all experts for its tokens and ZeRO stage 3 partitions the experts"},
+       "remove the section (or set \"enabled\": false in it); Mixtral and Qwen3-MoE models train "
+       "without it: every rank runs all experts for its tokens and ZeRO stage 3 partitions the "
+       "experts"},
       {"sparse_attention", "sparse attention"},
       {"elasticity", "elastic training"},
       {"compression_training", "compression training"},

@@ -1,7 +1,9 @@
-// MoeFeedForward: Mixtral's sparse MLP, y = sum over a token's k chosen experts of w_j *
+// MoeFeedForward: Mixtral's and Qwen3-MoE's sparse MLP, y = sum over a token's k chosen experts of
+// w_j *
 // expert_{e_j}(h), each expert a SwiGLU MLP (w2(silu(w1 h) * w3 h)) and (e_j, w_j) the router's
 // top-k of softmax(h @ router^T) (Backend::moe_route). Dropless: every token reaches all k of its
-// experts, as in Hugging Face's MixtralSparseMoeBlock, so results do not depend on the batch.
+// experts, as in Hugging Face's MixtralSparseMoeBlock (and Qwen3MoeSparseMoeBlock, which
+// renormalises w only when norm_topk_prob), so results do not depend on the batch.
 //
 // The N*k (token, choice) pairs run grouped by expert (Backend::moe_dispatch): each expert's
 // tokens are gathered into one contiguous block of rows and go through its two matrix products

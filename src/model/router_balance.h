@@ -1,5 +1,5 @@
 // RouterBalance: the routers' load-balancing loss of one forward, Hugging Face's
-// load_balancing_loss_func for Mixtral (added to the loss when config.json says
+// load_balancing_loss_func for Mixtral and Qwen3-MoE (added to the loss when config.json says
 // output_router_logits: true):
 //   aux = E * sum_e F_e * P_e over R = rows x MoE blocks routed rows, where
 //   F_e = (token-expert pairs routed to e in every block) / R and

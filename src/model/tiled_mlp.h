@@ -9,7 +9,7 @@
 // Parameters are not owned: the block passes views of its own (bound now) every call.
 //
 // Mixture of experts (config.is_moe(), model/moe_feed_forward.h): the up / activation / down
-// part is Mixtral's experts instead; the norm, residual and row shards are the same (routing is
+// part is the experts instead; the norm, residual and row shards are the same (routing is
 // per token, so shards change only the order in which expert gradients are summed).
 //
 // Tensor parallelism (model/tensor_parallel.h): with a tensor group set, `up` holds this rank's

@@ -118,21 +118,27 @@ void TransformerBlock::declare_expert_parameters(const std::string& p) {
   // Tensor parallelism never reaches here (tensor_parallel_block_config refuses experts).
   const int64_t c = config_.hidden_size;
   const int64_t inner = config_.intermediate_size;
+  // Hugging Face's names: Mixtral's block_sparse_moe with w1 (gate), w3 (up), w2 (down);
+  // Qwen3-MoE's mlp with gate_proj, up_proj, down_proj. The router is "gate" in both.
+  const bool mixtral = config_.family == ModelFamily::kMixtral;
+  const std::string module = mixtral ? "block_sparse_moe." : "mlp.";
+  const char* gate = mixtral ? "w1" : "gate_proj";
+  const char* up = mixtral ? "w3" : "up_proj";
+  const char* down = mixtral ? "w2" : "down_proj";
   auto weight = [&](const std::string& name, Shape shape) {
-    return add_parameter({p + "block_sparse_moe." + name, std::move(shape), true,
-                          HfLayout::kSame});
+    return add_parameter({p + module + name, std::move(shape), true, HfLayout::kSame});
   };
   idx_.router = weight("gate.weight", {config_.num_experts, c});
-  // w1 (gate) then w3 (up) per expert: expert e's [2I, C] rows are the SwiGLU's gate | up.
+  // Gate then up per expert: expert e's [2I, C] rows are the SwiGLU's gate | up.
   for (int64_t e = 0; e < config_.num_experts; ++e) {
     const std::string expert = "experts." + std::to_string(e) + ".";
-    const size_t w1 = weight(expert + "w1.weight", {inner, c});
-    const size_t w3 = weight(expert + "w3.weight", {inner, c});
+    const size_t w1 = weight(expert + gate + ".weight", {inner, c});
+    const size_t w3 = weight(expert + up + ".weight", {inner, c});
     if (e == 0) idx_.up_first = w1;
     idx_.up_last = w3;
   }
   for (int64_t e = 0; e < config_.num_experts; ++e) {
-    const size_t w2 = weight("experts." + std::to_string(e) + ".w2.weight", {c, inner});
+    const size_t w2 = weight("experts." + std::to_string(e) + "." + down + ".weight", {c, inner});
     if (e == 0) idx_.down_weight = w2;
     idx_.down_last = w2;
   }

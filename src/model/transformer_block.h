@@ -1,8 +1,8 @@
 // TransformerBlock: one pre-norm decoder block — norm, fused QKV projection, (rotary),
 // causal attention, output projection, residual; norm, MLP (GELU or SwiGLU), residual.
-// The same unit serves GPT-2, Llama, Qwen2, Qwen3, Mistral and Mixtral; the config picks norms,
-// biases, Qwen3's per-head query/key norms, MLP (dense, or Mixtral's experts) and positions, and
-// the Hugging Face names of its parameters.
+// The same unit serves GPT-2, Llama, Qwen2, Qwen3, Qwen3-MoE, Mistral and Mixtral; the config picks
+// norms, biases, Qwen3's per-head query/key norms, MLP (dense, or experts) and positions, and the
+// Hugging Face names of its parameters.
 //
 // Layout trick: parameters that are used as one matrix are declared adjacently, so q/k/v
 // (and gate/up) run as one matmul through a fused view while loading and saving still see the
@@ -55,7 +55,8 @@ class TransformerBlock final : public Unit {
   };
   void declare_gpt2_parameters(const std::string& prefix);
   void declare_llama_parameters(const std::string& prefix);
-  // Mixtral's block_sparse_moe parameters in place of the dense MLP's.
+  // The experts' parameters in place of the dense MLP's (Mixtral's block_sparse_moe, Qwen3-MoE's
+  // mlp), under their Hugging Face names.
   void declare_expert_parameters(const std::string& prefix);
   // The MLP half's views (of parameters, or of gradients when `grads`).
   MlpTensors mlp_tensors(bool grads);

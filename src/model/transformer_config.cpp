@@ -161,14 +161,9 @@ double read_rope_theta(const KeyReader& keys) {
   return keys.positive_number_or("rope_theta", 10000.0);
 }
 
-// Mixtral's sparse MLP: the expert count, the experts per token, the load-balancing loss (on
-// when output_router_logits is true, as in transformers), and router jitter, which zero.cpp does
-// not implement: refused rather than ignored.
-void read_mixtral_experts(const KeyReader& keys, TransformerConfig& config) {
-  config.num_experts = keys.size("num_local_experts", kExpertsLimit);
-  config.experts_per_token = keys.size(
-      "num_experts_per_tok", {config.num_experts, "a token chooses among num_local_experts"});
-  config.normalize_expert_weights = true;  // Mixtral renormalises the chosen experts' weights
+// The routers' load-balancing loss: on when output_router_logits is true, as in transformers,
+// with router_aux_loss_coef (transformers' default 0.001 for both Mixtral and Qwen3-MoE).
+void read_balance_loss(const KeyReader& keys, TransformerConfig& config) {
   if (keys.boolean_or("output_router_logits", false)) {
     // transformers' MixtralConfig default. 0 is allowed (the loss is then computed and unused).
     config.router_aux_loss_coef = 0.001;
@@ -182,11 +177,46 @@ void read_mixtral_experts(const KeyReader& keys, TransformerConfig& config) {
       config.router_aux_loss_coef = coef.get<double>();
     }
   }
+}
+
+// Mixtral's sparse MLP: the expert count, the experts per token, the load-balancing loss, and
+// router jitter, which zero.cpp does not implement: refused rather than ignored.
+void read_mixtral_experts(const KeyReader& keys, TransformerConfig& config) {
+  config.num_experts = keys.size("num_local_experts", kExpertsLimit);
+  config.experts_per_token = keys.size(
+      "num_experts_per_tok", {config.num_experts, "a token chooses among num_local_experts"});
+  config.normalize_expert_weights = true;  // Mixtral renormalises the chosen experts' weights
+  read_balance_loss(keys, config);
   if (keys.has("router_jitter_noise")) {
     const auto& noise = keys.at("router_jitter_noise");
     if (!noise.is_number() || noise.get<double>() != 0.0) {
       keys.fail("router_jitter_noise", "is " + io::json_excerpt(noise) +
                                            "; router jitter is not supported, set it to 0");
+    }
+  }
+}
+
+// Qwen3-MoE's sparse MLP: num_experts experts of moe_intermediate_size, the chosen weights
+// renormalised when norm_topk_prob (transformers' default false; the released models set it).
+// Dense layers among the sparse ones (decoder_sparse_step > 1, mlp_only_layers) are refused:
+// zero.cpp builds every block alike, and the released models are sparse throughout.
+void read_qwen3_moe_experts(const KeyReader& keys, TransformerConfig& config) {
+  config.num_experts = keys.size("num_experts", kExpertsLimit);
+  config.experts_per_token = keys.size(
+      "num_experts_per_tok", {config.num_experts, "a token chooses among num_experts"});
+  config.intermediate_size = keys.size("moe_intermediate_size", kIntermediateSizeLimit);
+  config.normalize_expert_weights = keys.boolean_or("norm_topk_prob", false);
+  read_balance_loss(keys, config);
+  const int64_t step = keys.size_or("decoder_sparse_step", 1, kLayersLimit);
+  if (step != 1) {
+    keys.fail("decoder_sparse_step", "is " + std::to_string(step) + "; zero.cpp builds every "
+              "layer with experts (1): dense layers between sparse ones are not supported yet");
+  }
+  if (keys.has("mlp_only_layers")) {
+    const auto& dense = keys.at("mlp_only_layers");
+    if (!dense.is_array() || !dense.empty()) {
+      keys.fail("mlp_only_layers", "is " + io::json_excerpt(dense) + "; zero.cpp builds every "
+                "layer with experts ([]): dense layers among sparse ones are not supported yet");
     }
   }
 }
@@ -200,16 +230,16 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
       keys.size("num_attention_heads", {config.hidden_size, "at most one head per channel"});
   config.num_kv_heads = keys.size_or("num_key_value_heads", config.num_heads,
                                      {config.num_heads, "at most one per attention head"});
-  if (!keys.has("head_dim") && family != ModelFamily::kQwen3 &&
+  const bool qwen3 = family == ModelFamily::kQwen3 || family == ModelFamily::kQwen3Moe;
+  if (!keys.has("head_dim") && !qwen3 &&
       config.hidden_size % config.num_heads != 0) {
     keys.fail("num_attention_heads", "(" + std::to_string(config.num_heads) +
                                          ") must divide hidden_size (" +
                                          std::to_string(config.hidden_size) +
                                          ") when head_dim is not given");
   }
-  // Qwen3Config's head_dim defaults to 128 whatever the hidden size; the others derive it.
-  const int64_t default_head_dim =
-      family == ModelFamily::kQwen3 ? 128 : config.hidden_size / config.num_heads;
+  // Qwen3's configs default head_dim to 128 whatever the hidden size; the others derive it.
+  const int64_t default_head_dim = qwen3 ? 128 : config.hidden_size / config.num_heads;
   config.head_dim = keys.size_or("head_dim", default_head_dim, kHeadDimLimit);
   config.intermediate_size = keys.size("intermediate_size", kIntermediateSizeLimit);
   config.max_position_embeddings = keys.size("max_position_embeddings", kPositionsLimit);
@@ -250,15 +280,18 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
       }
       break;
     case ModelFamily::kQwen3:
-      config.architecture = "Qwen3ForCausalLM";
-      // Qwen3's attention_bias covers q, k, v and o alike; its MLP never has biases.
+    case ModelFamily::kQwen3Moe:
+      config.architecture =
+          family == ModelFamily::kQwen3 ? "Qwen3ForCausalLM" : "Qwen3MoeForCausalLM";
+      // Qwen3's attention_bias covers q, k, v and o alike; its MLPs never have biases.
       config.qkv_bias = config.attn_out_bias = keys.boolean_or("attention_bias", false);
       config.mlp_bias = false;
       config.qk_norm = true;
       if (keys.boolean_or("use_sliding_window", false)) {
-        keys.fail("use_sliding_window", "is true; Qwen3's per-layer sliding window is not supported "
-                                        "yet (set it to false to use full attention)");
+        keys.fail("use_sliding_window", "is true; Qwen3's per-layer sliding window is not "
+                                        "supported yet (set it to false to use full attention)");
       }
+      if (family == ModelFamily::kQwen3Moe) read_qwen3_moe_experts(keys, config);
       break;
     case ModelFamily::kMistral:
       config.architecture = "MistralForCausalLM";
@@ -281,7 +314,7 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
 
 std::string supported_architectures() {
   return "GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-         "MistralForCausalLM, MixtralForCausalLM";
+         "Qwen3MoeForCausalLM, MistralForCausalLM, MixtralForCausalLM";
 }
 
 }  // namespace
@@ -292,6 +325,7 @@ const char* family_name(ModelFamily family) {
     case ModelFamily::kLlama: return "llama";
     case ModelFamily::kQwen2: return "qwen2";
     case ModelFamily::kQwen3: return "qwen3";
+    case ModelFamily::kQwen3Moe: return "qwen3_moe";
     case ModelFamily::kMistral: return "mistral";
     case ModelFamily::kMixtral: return "mixtral";
   }
@@ -324,8 +358,12 @@ TransformerConfig TransformerConfig::from_hf_json(const nlohmann::json& json,
     read_llama_like(keys, config, ModelFamily::kLlama);
   } else if (architecture == "Qwen2ForCausalLM" || (architecture.empty() && model_type == "qwen2")) {
     read_llama_like(keys, config, ModelFamily::kQwen2);
-  } else if (architecture == "Qwen3ForCausalLM" || (architecture.empty() && model_type == "qwen3")) {
+  } else if (architecture == "Qwen3ForCausalLM" ||
+             (architecture.empty() && model_type == "qwen3")) {
     read_llama_like(keys, config, ModelFamily::kQwen3);
+  } else if (architecture == "Qwen3MoeForCausalLM" ||
+             (architecture.empty() && model_type == "qwen3_moe")) {
+    read_llama_like(keys, config, ModelFamily::kQwen3Moe);
   } else if (architecture == "MistralForCausalLM" ||
              (architecture.empty() && model_type == "mistral")) {
     read_llama_like(keys, config, ModelFamily::kMistral);
@@ -371,7 +409,11 @@ nlohmann::json TransformerConfig::to_hf_json() const {
   json["num_attention_heads"] = num_heads;
   json["num_key_value_heads"] = num_kv_heads;
   json["head_dim"] = head_dim;
-  json["intermediate_size"] = intermediate_size;
+  // Qwen3-MoE's experts' width is moe_intermediate_size; its dense width stays as it came.
+  const bool expert_width_apart = family == ModelFamily::kQwen3Moe;
+  if (!expert_width_apart || !source_json.contains("intermediate_size")) {
+    json["intermediate_size"] = intermediate_size;
+  }
   json["max_position_embeddings"] = max_position_embeddings;
   json["rms_norm_eps"] = norm_eps;
   json["hidden_act"] = "silu";
@@ -382,12 +424,19 @@ nlohmann::json TransformerConfig::to_hf_json() const {
     json["attention_bias"] = qkv_bias;
     json["mlp_bias"] = mlp_bias;
   }
-  if (family == ModelFamily::kQwen3) json["attention_bias"] = qkv_bias;
+  if (is_qwen3()) json["attention_bias"] = qkv_bias;
   if (family == ModelFamily::kMistral || family == ModelFamily::kMixtral) {
     json["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nlohmann::json();
   }
-  if (family == ModelFamily::kMixtral) {
-    json["num_local_experts"] = num_experts;
+  if (family == ModelFamily::kQwen3Moe) {
+    json["num_experts"] = num_experts;
+    json["moe_intermediate_size"] = intermediate_size;
+    json["norm_topk_prob"] = normalize_expert_weights;
+    json["decoder_sparse_step"] = 1;
+    json["mlp_only_layers"] = nlohmann::json::array();
+  }
+  if (family == ModelFamily::kMixtral) json["num_local_experts"] = num_experts;
+  if (is_moe()) {
     json["num_experts_per_tok"] = experts_per_token;
     json["output_router_logits"] = router_aux_loss_coef > 0.0;
     if (router_aux_loss_coef > 0.0) json["router_aux_loss_coef"] = router_aux_loss_coef;
@@ -415,15 +464,17 @@ void TransformerConfig::validate(const std::string& source) const {
           "mixture-of-experts blocks have SwiGLU experts without biases");
   require(is_moe() || family != ModelFamily::kMixtral,
           "a Mixtral model needs num_local_experts and num_experts_per_tok");
+  require(is_moe() || family != ModelFamily::kQwen3Moe,
+          "a Qwen3-MoE model needs num_experts and num_experts_per_tok");
   require(router_aux_loss_coef >= 0.0 && std::isfinite(router_aux_loss_coef),
           "router_aux_loss_coef must be a number >= 0");
   require(!qk_norm || norm == NormKind::kRmsNorm,
           "query/key head norms are RMSNorms (Qwen3); this model uses LayerNorm");
-  require(qk_norm == (family == ModelFamily::kQwen3),
-          std::string("query/key head norms are part of Qwen3 models, not ") +
+  require(qk_norm == is_qwen3(), std::string("query/key head norms are part of Qwen3 models, "
+                                             "not ") + family_name(family));
+  require(!is_moe() || family == ModelFamily::kMixtral || family == ModelFamily::kQwen3Moe,
+          std::string("experts are part of Mixtral and Qwen3-MoE models, not ") +
               family_name(family));
-  require(!is_moe() || family == ModelFamily::kMixtral,
-          std::string("experts are part of Mixtral models, not ") + family_name(family));
 }
 
 int64_t TransformerConfig::num_parameters() const {
@@ -498,6 +549,15 @@ TransformerConfig preset_config(std::string_view name) {
     c.head_dim = 48;
     c.qk_norm = true;
     c.norm_eps = 1e-6;
+  } else if (name == "tiny-qwen3-moe") {
+    c = preset_config("tiny-qwen3");
+    c.family = ModelFamily::kQwen3Moe;
+    c.architecture = "Qwen3MoeForCausalLM";
+    c.tie_word_embeddings = false;
+    c.intermediate_size = 64;
+    c.num_experts = 8;
+    c.experts_per_token = 2;
+    c.normalize_expert_weights = false;  // transformers' Qwen3MoeConfig default
   } else if (name == "tiny-mixtral") {
     c = llama_shape(256, 256, 128, 4, 4, 2, 176, 10000.0, false);
     c.family = ModelFamily::kMixtral;
@@ -515,8 +575,8 @@ TransformerConfig preset_config(std::string_view name) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny",      "tiny-llama", "tiny-qwen3", "tiny-mixtral",
-          "gpt2-124m", "gpt2-350m",  "llama-1b",   "llama-1b-mha"};
+  return {"tiny",     "tiny-llama", "tiny-qwen3", "tiny-qwen3-moe", "tiny-mixtral",
+          "gpt2-124m", "gpt2-350m", "llama-1b",   "llama-1b-mha"};
 }
 
 }  // namespace zero::model

@@ -1,6 +1,6 @@
 // TransformerConfig: the shape of a decoder-only transformer, read from a Hugging Face
 // config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// MistralForCausalLM, MixtralForCausalLM) or
+// Qwen3MoeForCausalLM, MistralForCausalLM, MixtralForCausalLM) or
 // taken from a built-in preset. Everything the model builder needs, validated once.
 #pragma once
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 namespace zero::model {
 
-enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3, kMistral, kMixtral };
+enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class MlpKind { kGeluTanh, kSwiGlu };
 
@@ -27,6 +27,8 @@ struct TransformerConfig {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
+  // The MLP's width; with experts each expert's (Qwen3-MoE's moe_intermediate_size: every layer
+  // is sparse, so its dense intermediate_size is kept only in source_json).
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
   double norm_eps = 1e-5;
@@ -43,10 +45,11 @@ struct TransformerConfig {
   // Qwen3: each query and key head is RMS-normalised over head_dim (weights q_norm and k_norm of
   // head_dim elements, Backend::qk_rmsnorm_forward) after the projection, before rotary.
   bool qk_norm = false;
-  // Mixture of experts (Mixtral, model/moe_feed_forward.h): num_experts > 0 replaces each
-  // block's MLP by num_experts SwiGLU experts of width intermediate_size, of which a router
+  // Mixture of experts (Mixtral, Qwen3-MoE; model/moe_feed_forward.h): num_experts > 0 replaces
+  // each block's MLP by num_experts SwiGLU experts of width intermediate_size, of which a router
   // picks experts_per_token for each token; their outputs are summed with the router's softmax
-  // weights (renormalised over the chosen experts when normalize_expert_weights).
+  // weights (renormalised over the chosen experts when normalize_expert_weights: Mixtral always,
+  // Qwen3-MoE when norm_topk_prob).
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;
   bool normalize_expert_weights = true;
@@ -75,13 +78,18 @@ struct TransformerConfig {
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   bool is_moe() const { return num_experts > 0; }
+  // Qwen3 and Qwen3-MoE.
+  bool is_qwen3() const {
+    return family == ModelFamily::kQwen3 || family == ModelFamily::kQwen3Moe;
+  }
 };
 
 // Built-in model shapes: "tiny" (GPT-2 style, byte vocabulary), "tiny-llama", "gpt2-124m",
 // "gpt2-350m", "llama-1b" (Llama 3.2 1B), "llama-1b-mha" (hidden 2048, 16 layers, 16 heads,
 // FFN 5632, vocabulary 32000, untied: the GPU speed benchmark's shape), "tiny-qwen3"
-// (tiny-llama's sizes with head_dim 48, q/k head norms and a tied head), "tiny-mixtral"
-// (tiny-llama's attention with 8 experts of width 176, 2 per token). Throws ConfigError listing
+// (tiny-llama's sizes with head_dim 48, q/k head norms and a tied head), "tiny-qwen3-moe"
+// (tiny-qwen3's attention, untied, with 8 experts of width 64, 2 per token, not renormalised),
+// "tiny-mixtral" (tiny-llama's attention with 8 experts of width 176, 2 per token). Throws ConfigError listing
 // the presets for an unknown name.
 TransformerConfig preset_config(std::string_view name);
 std::vector<std::string> preset_names();

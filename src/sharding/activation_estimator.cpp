@@ -121,10 +121,11 @@ ActivationMemory estimate_activations(const model::TransformerConfig& c,
   // also runs on gathered tensors: while it runs, dy, d_x1, d_attn, d_qkv and the gathered
   // output and q/k/v gradients (one gathered row) are alive on top of the saved gathered
   // tensors, which are released before d_h1 and dx exist.
-  // With q/k head norms the gradient before them (d_qkv's size) joins at the end.
-  const int64_t qk_norm_grad = c.qk_norm ? add({q, mul({2, kv})}) : 0;
+  // With q/k head norms the gradient before them (d_qkv's size) is alive at the projection's
+  // backward, freed before the norm's dx exists: the larger of h and q + 2kv.
+  const int64_t last_grad = c.qk_norm ? std::max(h, add({q, mul({2, kv})})) : h;
   const int64_t attention_end = mul(
-      {t, add({mul({w, add({mul({4, h}), mul({2, q}), mul({2, kv}), qk_norm_grad})}),
+      {t, add({mul({w, add({mul({3, h}), last_grad, mul({2, q}), mul({2, kv})})}),
                -gathered_row})});
   const int64_t attention_core =
       mul({t, add({mul({w, add({mul({2, h}), mul({2, q}), mul({2, kv})})}), gathered_row})});

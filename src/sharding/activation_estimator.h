@@ -39,8 +39,9 @@
 //      MLP tiled:   dx (t w h) + one shard recomputed (h2, up, act) and its gradients:
 //                   r (w (h + U + I + max(I, U)) + f), the saved MLP set being x1 only
 //      attention:   the MLP's saved set is gone; dy, d_x1, d_attn, d_qkv, d_h1 and the norm's
-//                   dx: t w (4h + 2q + 2kv) (d_attn and d_qkv stay alive through head views),
-//                   + t w (q + 2kv) with q/k head norms (the gradient before them);
+//                   dx: t w (4h + 2q + 2kv) (d_attn and d_qkv stay alive through head views);
+//                   q/k head norms: the gradient before them (q + 2kv) is alive with d_h1 at the
+//                   projection's backward and freed before dx, so max(h, q + 2kv) for the last h;
 //                   Ulysses: also the larger of that minus the saved gathered tensors (freed
 //                   first) and t w (2h + 2q + 2kv) + the gathered output and qkv gradients
 //                   (t w (2q + 2 kv_r)) while the core attention's backward runs

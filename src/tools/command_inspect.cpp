@@ -63,6 +63,9 @@ void describe_model_folder(const std::string& dir) {
   std::printf("  vocabulary %lld, positions %lld, intermediate %lld, tied embeddings %s\n",
               static_cast<long long>(config.vocab_size), static_cast<long long>(config.max_position_embeddings),
               static_cast<long long>(config.intermediate_size), config.tie_word_embeddings ? "yes" : "no");
+  if (config.qk_norm) {
+    std::printf("  query and key heads RMS-normalised before rotary (q_norm, k_norm)\n");
+  }
   if (config.is_moe()) {
     std::printf("  %lld experts of width %lld, %lld per token\n",
                 static_cast<long long>(config.num_experts),

@@ -198,7 +198,7 @@ int run_train(const Args& args) {
       .option("strict-config", "false", "true: unknown config keys are errors instead of warnings")
       .option("model", "tiny",
               "a Hugging Face model folder or a preset (tiny, tiny-llama, tiny-qwen3, "
-              "tiny-mixtral, gpt2-124m, gpt2-350m, llama-1b, llama-1b-mha)")
+              "tiny-qwen3-moe, tiny-mixtral, gpt2-124m, gpt2-350m, llama-1b, llama-1b-mha)")
       .option("data", "synthetic", "token shards (.bin, comma-separated) or 'synthetic'")
       .option("eval-data", "", "token shards for evaluation (default: held-out synthetic samples when training on synthetic)")
       .option("eval-every", "0", "evaluate every N steps (0: at the end only)")

@@ -149,6 +149,7 @@ TEST(CudaTrainingExperts, MixtralTracksTheCpuBackend) {
   expect_gpu_tracks_cpu(Variant{"mixtral", 0, false, false});
   expect_gpu_tracks_cpu(Variant{"mixtral", 3, true, true});
   expect_gpu_tracks_cpu(Variant{"mixtral_balance", 2, true, false});
+  expect_gpu_tracks_cpu(Variant{"qwen3_moe", 3, true, true});  // q/k norms, no renormalising
 }
 
 TEST(CudaTrainingCpuCheckpoints, TrackTheCpuBackend) {

@@ -17,23 +17,26 @@ namespace zero::engine::zero_test {
 
 // "gpt2": tied embeddings, LayerNorm, GELU, learned positions. "llama": untied, RMSNorm,
 // SwiGLU, RoPE, grouped KV heads. "qwen3": llama's with per-head q/k norms and head_dim 12
-// (q/k widths apart from the hidden size), tied. "mixtral": llama's attention with 4 experts, 2
-// per token; "mixtral_balance" adds the routers' load-balancing loss (coefficient 0.02). Odd
+// (q/k widths apart from the hidden size), tied; "qwen3_moe": that attention, untied, with 4
+// experts, 2 per token, not renormalised. "mixtral": llama's attention with 4 experts, 2 per
+// token; "mixtral_balance" adds the routers' load-balancing loss (coefficient 0.02). Odd
 // vocabularies make every unit's size awkward for N = 3.
 inline model::TransformerConfig small_config(const std::string& family) {
-  const bool experts = family.starts_with("mixtral");
-  model::TransformerConfig c = model::preset_config(family == "gpt2"    ? "tiny"
-                                                    : experts           ? "tiny-mixtral"
-                                                    : family == "qwen3" ? "tiny-qwen3"
-                                                                        : "tiny-llama");
-  if (experts) c.num_experts = 4;
+  const bool mixtral = family.starts_with("mixtral");
+  const bool qwen3 = family.starts_with("qwen3");
+  model::TransformerConfig c = model::preset_config(family == "gpt2"        ? "tiny"
+                                                    : mixtral               ? "tiny-mixtral"
+                                                    : family == "qwen3_moe" ? "tiny-qwen3-moe"
+                                                    : qwen3                 ? "tiny-qwen3"
+                                                                            : "tiny-llama");
+  if (c.is_moe()) c.num_experts = 4;
   if (family == "mixtral_balance") c.router_aux_loss_coef = 0.02;
   c.vocab_size = family == "gpt2" ? 37 : 41;
   c.hidden_size = 32;
   c.num_layers = 2;
   c.num_heads = 4;
   c.num_kv_heads = family == "gpt2" ? 4 : 2;
-  c.head_dim = family == "qwen3" ? 12 : 8;
+  c.head_dim = qwen3 ? 12 : 8;
   c.intermediate_size = family == "gpt2" ? 128 : 40;
   c.max_position_embeddings = 16;
   return c;

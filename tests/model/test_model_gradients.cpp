@@ -30,13 +30,15 @@ TransformerConfig tiny(ModelFamily family) {
     c.qkv_bias = true;
     c.attn_out_bias = c.mlp_bias = false;
   }
-  if (family == ModelFamily::kQwen3) {
+  if (family == ModelFamily::kQwen3 || family == ModelFamily::kQwen3Moe) {
     c.qk_norm = true;
     c.head_dim = 6;  // q and k widths (12, 6) apart from the hidden size
   }
-  if (family == ModelFamily::kMixtral) {
+  if (family == ModelFamily::kMixtral || family == ModelFamily::kQwen3Moe) {
     c.num_experts = 4;  // 12 tokens over 4 experts, 2 each: every expert gets some
     c.experts_per_token = 2;
+    // Qwen3-MoE without norm_topk_prob: the route's backward through the softmax over all E.
+    c.normalize_expert_weights = family == ModelFamily::kMixtral;
   }
   return c;
 }
@@ -84,7 +86,7 @@ TEST_P(ModelGradients, MatchFiniteDifferences) {
   }
   if (fc.family == ModelFamily::kQwen3) config.qkv_bias = config.attn_out_bias = fc.attention_bias;
   config.sliding_window = fc.window;
-  if (std::string(fc.label) == "mixtral_balance_loss") config.router_aux_loss_coef = 0.3;
+  if (std::string(fc.label).ends_with("balance_loss")) config.router_aux_loss_coef = 0.3;
   backend::CpuBackend cpu;
   auto model = build_transformer(config, cpu, DType::kF64);
   init_parameters(*model, 7, 0.3);  // large init so every path carries signal
@@ -104,7 +106,9 @@ INSTANTIATE_TEST_SUITE_P(
                       FamilyCase{"qwen3_attention_bias", ModelFamily::kQwen3, false, true, 0},
                       FamilyCase{"mixtral_experts", ModelFamily::kMixtral, false, false, 3},
                       // The routers' load-balancing loss (its value is in evaluate()'s loss).
-                      FamilyCase{"mixtral_balance_loss", ModelFamily::kMixtral, false, false, 0}),
+                      FamilyCase{"mixtral_balance_loss", ModelFamily::kMixtral, false, false, 0},
+                      FamilyCase{"qwen3_moe_balance_loss", ModelFamily::kQwen3Moe, false, false,
+                                 0}),
     [](const auto& param_info) { return std::string(param_info.param.label); });
 
 // A unit type defined outside the library: a learned per-channel scale of the residual stream.

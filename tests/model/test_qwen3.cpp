@@ -1,10 +1,11 @@
-// Qwen3 (Qwen3ForCausalLM): the config.json keys (head_dim's own default, attention_bias over
-// q/k/v/o, the per-layer sliding window refused rather than ignored), the parameter count of a
-// released shape, the whole model's logits against Hugging Face's Qwen3 forward written out here
-// in f64 (per-head RMSNorm of queries and keys before the rotation), the norms' scale
-// invariance, and the Hugging Face tensor names through a save and reload. Gradients against
-// finite differences: test_model_gradients.cpp (qwen3_*); the backend ops:
-// tests/backend/test_qk_norm_ops.cpp.
+// Qwen3 (Qwen3ForCausalLM) and Qwen3-MoE (Qwen3MoeForCausalLM): the config.json keys (head_dim's
+// own default, attention_bias over q/k/v/o, the experts' own width and norm_topk_prob; the
+// per-layer sliding window and dense layers among sparse ones refused rather than ignored), the
+// parameter counts of released shapes, the whole model's logits against Hugging Face's forward
+// written out here in f64 (per-head RMSNorm of queries and keys before the rotation; the sparse
+// MLP's softmax-then-top-k routing, renormalised or not), the norms' scale invariance, and the
+// Hugging Face tensor names through a save and reload. Gradients against finite differences:
+// test_model_gradients.cpp (qwen3_*); the backend ops: tests/backend/test_qk_norm_ops.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -104,6 +105,88 @@ TEST(Qwen3Config, SettingsZeroCppLacksAreRefusedByName) {
   EXPECT_THROW(llama.validate("test"), ConfigError);
 }
 
+// Qwen3-30B-A3B's config.json as released (the keys that shape the model).
+nlohmann::json qwen3_30b_a3b_json() {
+  nlohmann::json json = qwen3_06b_json();
+  json["architectures"] = {"Qwen3MoeForCausalLM"};
+  json["model_type"] = "qwen3_moe";
+  json["hidden_size"] = 2048;
+  json["num_hidden_layers"] = 48;
+  json["num_attention_heads"] = 32;
+  json["num_key_value_heads"] = 4;
+  json["intermediate_size"] = 6144;
+  json["moe_intermediate_size"] = 768;
+  json["num_experts"] = 128;
+  json["num_experts_per_tok"] = 8;
+  json["norm_topk_prob"] = true;
+  json["decoder_sparse_step"] = 1;
+  json["mlp_only_layers"] = nlohmann::json::array();
+  json["output_router_logits"] = false;
+  json["router_aux_loss_coef"] = 0.001;
+  json["tie_word_embeddings"] = false;
+  return json;
+}
+
+TEST(Qwen3MoeConfig, ReadsTheReleasedShape) {
+  const TransformerConfig c =
+      TransformerConfig::from_hf_json(qwen3_30b_a3b_json(), "config.json");
+  EXPECT_EQ(c.family, ModelFamily::kQwen3Moe);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.experts_per_token, 8);
+  EXPECT_EQ(c.intermediate_size, 768);  // the experts' width
+  EXPECT_TRUE(c.normalize_expert_weights);
+  EXPECT_EQ(c.router_aux_loss_coef, 0.0);  // output_router_logits: false
+  // Per layer: q 2048x4096, k and v 2048x512 each, o 4096x2048, q/k norms 128 each, two norms
+  // of 2048, the router 128x2048 and 128 experts of three 2048x768 matrices; an untied head.
+  const int64_t per_layer = 2 * 2048 * 4096 + 2 * 2048 * 512 + 2 * 128 + 2 * 2048 +
+                            128 * 2048 + int64_t{128} * 3 * 2048 * 768;
+  EXPECT_EQ(c.num_parameters(), 48 * per_layer + 2 * 151936 * 2048 + 2048);
+  EXPECT_EQ(c.num_parameters(), 30532122624);  // "Qwen3-30B-A3B": 30.5B in all
+}
+
+TEST(Qwen3MoeConfig, WritesBackBothWidthsAndTheRouting) {
+  nlohmann::json json = qwen3_30b_a3b_json();
+  json["norm_topk_prob"] = false;
+  json["output_router_logits"] = true;
+  const TransformerConfig c = TransformerConfig::from_hf_json(json, "config.json");
+  EXPECT_FALSE(c.normalize_expert_weights);
+  EXPECT_EQ(c.router_aux_loss_coef, 0.001);
+  const nlohmann::json back = c.to_hf_json();
+  EXPECT_EQ(back["model_type"], "qwen3_moe");
+  EXPECT_EQ(back["intermediate_size"], 6144);  // the dense width, as it came
+  EXPECT_EQ(back["moe_intermediate_size"], 768);
+  EXPECT_EQ(back["num_experts"], 128);
+  EXPECT_EQ(back["num_experts_per_tok"], 8);
+  EXPECT_EQ(back["norm_topk_prob"], false);
+  EXPECT_EQ(back["output_router_logits"], true);
+  const TransformerConfig again = TransformerConfig::from_hf_json(back, "config.json");
+  EXPECT_EQ(again.num_parameters(), c.num_parameters());
+  EXPECT_EQ(again.intermediate_size, 768);
+  // A preset has no source: its one width is written as both.
+  const nlohmann::json preset = preset_config("tiny-qwen3-moe").to_hf_json();
+  EXPECT_EQ(preset["intermediate_size"], 64);
+  EXPECT_EQ(preset["moe_intermediate_size"], 64);
+}
+
+TEST(Qwen3MoeConfig, DenseLayersAmongSparseOnesAreRefusedByName) {
+  nlohmann::json json = qwen3_30b_a3b_json();
+  json["decoder_sparse_step"] = 2;
+  EXPECT_NE(config_error(json).find("decoder_sparse_step"), std::string::npos)
+      << config_error(json);
+  json = qwen3_30b_a3b_json();
+  json["mlp_only_layers"] = {0, 47};
+  EXPECT_NE(config_error(json).find("mlp_only_layers"), std::string::npos) << config_error(json);
+  json = qwen3_30b_a3b_json();
+  json.erase("moe_intermediate_size");
+  EXPECT_NE(config_error(json).find("moe_intermediate_size"), std::string::npos)
+      << config_error(json);
+  json = qwen3_30b_a3b_json();
+  json["num_experts_per_tok"] = 129;
+  EXPECT_NE(config_error(json).find("num_experts_per_tok"), std::string::npos)
+      << config_error(json);
+}
+
 // ---- Hugging Face's Qwen3 forward, written out in f64 -----------------------------------------
 
 using Matrix = std::vector<double>;  // row-major
@@ -131,10 +214,11 @@ Matrix linear(const Matrix& x, int64_t in, const double* w, int64_t out, const d
 // Qwen3RMSNorm over consecutive groups of `dim`: x / sqrt(mean(x^2) + eps) * w.
 void rms_norm(Matrix& x, int64_t dim, const double* w, double eps) {
   for (size_t start = 0; start < x.size(); start += static_cast<size_t>(dim)) {
+    double* v = x.data() + start;
     double sum = 0.0;
-    for (int64_t i = 0; i < dim; ++i) sum += x[start + static_cast<size_t>(i)] * x[start + static_cast<size_t>(i)];
+    for (int64_t i = 0; i < dim; ++i) sum += v[i] * v[i];
     const double inv = 1.0 / std::sqrt(sum / static_cast<double>(dim) + eps);
-    for (int64_t i = 0; i < dim; ++i) x[start + static_cast<size_t>(i)] *= inv * w[i];
+    for (int64_t i = 0; i < dim; ++i) v[i] *= inv * w[i];
   }
 }
 
@@ -146,7 +230,7 @@ void rotate(Matrix& x, int64_t seq, int64_t width, int64_t head_dim, double thet
   for (size_t row = 0; row < x.size() / static_cast<size_t>(width); ++row) {
     const auto position = static_cast<float>(static_cast<int64_t>(row) % seq);
     for (int64_t head = 0; head < width / head_dim; ++head) {
-      double* v = x.data() + row * static_cast<size_t>(width) + static_cast<size_t>(head * head_dim);
+      double* v = x.data() + static_cast<int64_t>(row) * width + head * head_dim;
       for (int64_t i = 0; i < half; ++i) {
         const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
         const float inv_freq = 1.0f / std::pow(static_cast<float>(theta), exponent);
@@ -159,7 +243,57 @@ void rotate(Matrix& x, int64_t seq, int64_t width, int64_t head_dim, double thet
   }
 }
 
-// Logits [B*T, V] of a Qwen3 model (no sliding window) for `ids` [B, T].
+// down(silu(gate h) * up h) of the SwiGLU MLP under `prefix` (gate_proj, up_proj, down_proj).
+Matrix swiglu(Model& model, const std::string& prefix, const Matrix& h,
+              const TransformerConfig& c) {
+  const int64_t hid = c.hidden_size, inner = c.intermediate_size;
+  const Matrix gate = linear(h, hid, values(model, prefix + "gate_proj.weight"), inner, nullptr);
+  Matrix up = linear(h, hid, values(model, prefix + "up_proj.weight"), inner, nullptr);
+  for (size_t i = 0; i < up.size(); ++i) up[i] *= gate[i] / (1.0 + std::exp(-gate[i]));
+  return linear(up, inner, values(model, prefix + "down_proj.weight"), hid, nullptr);
+}
+
+// Qwen3MoeSparseMoeBlock: softmax of the router's logits, its top k (the lower expert first
+// among equals, as torch.topk is asked here with distinct values), renormalised over the k when
+// norm_topk_prob, and the weighted sum of those experts' SwiGLU outputs - token by token.
+Matrix sparse_mlp(Model& model, const TransformerConfig& c, const std::string& p,
+                  const Matrix& h) {
+  const int64_t hid = c.hidden_size, experts = c.num_experts, k = c.experts_per_token;
+  const int64_t rows = static_cast<int64_t>(h.size()) / hid;
+  const Matrix logits = linear(h, hid, values(model, p + "mlp.gate.weight"), experts, nullptr);
+  Matrix out(h.size(), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = logits.data() + r * experts;
+    const double top = *std::max_element(row, row + experts);
+    std::vector<double> prob(static_cast<size_t>(experts));
+    double total = 0.0;
+    for (int64_t e = 0; e < experts; ++e) {
+      total += (prob[static_cast<size_t>(e)] = std::exp(row[e] - top));
+    }
+    for (double& q : prob) q /= total;
+    std::vector<int64_t> order(static_cast<size_t>(experts));
+    for (int64_t e = 0; e < experts; ++e) order[static_cast<size_t>(e)] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)];
+    });
+    double chosen = 0.0;
+    for (int64_t j = 0; j < k; ++j) {
+      chosen += prob[static_cast<size_t>(order[static_cast<size_t>(j)])];
+    }
+    const Matrix token(h.begin() + r * hid, h.begin() + (r + 1) * hid);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = order[static_cast<size_t>(j)];
+      double weight = prob[static_cast<size_t>(e)];
+      if (c.normalize_expert_weights) weight /= chosen;
+      const Matrix y = swiglu(model, p + "mlp.experts." + std::to_string(e) + ".", token, c);
+      double* token_out = out.data() + r * hid;
+      for (int64_t i = 0; i < hid; ++i) token_out[i] += weight * y[static_cast<size_t>(i)];
+    }
+  }
+  return out;
+}
+
+// Logits [B*T, V] of a Qwen3 or Qwen3-MoE model (no sliding window) for `ids` [B, T].
 Matrix reference_logits(Model& model, const TransformerConfig& c, const Tensor& ids) {
   const int64_t batch = ids.size(0), seq = ids.size(1), hid = c.hidden_size;
   const int64_t heads = c.num_heads, kv_heads = c.num_kv_heads, d = c.head_dim;
@@ -206,7 +340,8 @@ Matrix reference_logits(Model& model, const TransformerConfig& c, const Tensor& 
           double* out = attn.data() + ((b * seq + i) * heads + head) * d;
           for (int64_t j = 0; j <= i; ++j) {
             const double* vj = v.data() + ((b * seq + j) * kv_heads + kv_head) * d;
-            for (int64_t e = 0; e < d; ++e) out[e] += scores[static_cast<size_t>(j)] / total * vj[e];
+            const double p_ij = scores[static_cast<size_t>(j)] / total;
+            for (int64_t e = 0; e < d; ++e) out[e] += p_ij * vj[e];
           }
         }
       }
@@ -217,12 +352,8 @@ Matrix reference_logits(Model& model, const TransformerConfig& c, const Tensor& 
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     h = x;
     rms_norm(h, hid, values(model, p + "post_attention_layernorm.weight"), c.norm_eps);
-    const int64_t inner = c.intermediate_size;
-    const Matrix gate = linear(h, hid, values(model, p + "mlp.gate_proj.weight"), inner, nullptr);
-    Matrix up = linear(h, hid, values(model, p + "mlp.up_proj.weight"), inner, nullptr);
-    for (size_t i = 0; i < up.size(); ++i) up[i] *= gate[i] / (1.0 + std::exp(-gate[i]));
-    const Matrix down = linear(up, inner, values(model, p + "mlp.down_proj.weight"), hid, nullptr);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+    const Matrix mlp = c.is_moe() ? sparse_mlp(model, c, p, h) : swiglu(model, p + "mlp.", h, c);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += mlp[i];
   }
   rms_norm(x, hid, values(model, "model.norm.weight"), c.norm_eps);
   const double* head_weight =
@@ -262,7 +393,8 @@ void init_norm_weights_away_from_one(Model& model) {
     if (p->spec.name.find("norm.weight") == std::string::npos) continue;
     const size_t salt = std::hash<std::string>{}(p->spec.name) % 11;
     for (int64_t i = 0; i < p->numel(); ++i) {
-      p->value.data<double>()[i] = 0.5 + 0.1 * static_cast<double>((static_cast<size_t>(i) * 7 + salt) % 11);
+      const size_t step = (static_cast<size_t>(i) * 7 + salt) % 11;
+      p->value.data<double>()[i] = 0.5 + 0.1 * static_cast<double>(step);
     }
   }
 }
@@ -288,6 +420,25 @@ TEST(Qwen3Model, LogitsEqualHuggingFacesForwardWrittenOut) {
     EXPECT_LE(relative_difference(model_logits(*model, ids), reference_logits(*model, config, ids)),
               1e-12)
         << (variant ? "untied, biases, MHA" : "preset");
+  }
+}
+
+// Qwen3-MoE's preset (8 experts of 64, 2 per token, not renormalised: transformers' default)
+// and with norm_topk_prob: the same f64 bound as above; a wrong renormalisation or expert
+// weight moves the logits by > 1e-3.
+TEST(Qwen3MoeModel, LogitsEqualHuggingFacesForwardWrittenOut) {
+  for (const bool normalise : {false, true}) {
+    TransformerConfig config = preset_config("tiny-qwen3-moe");
+    config.num_layers = 2;
+    config.normalize_expert_weights = normalise;
+    backend::CpuBackend cpu;
+    auto model = build_transformer(config, cpu, DType::kF64);
+    init_parameters(*model, 6, 0.2);
+    init_norm_weights_away_from_one(*model);
+    const Tensor ids = token_ids(2, 9, config.vocab_size);
+    EXPECT_LE(relative_difference(model_logits(*model, ids), reference_logits(*model, config, ids)),
+              1e-12)
+        << (normalise ? "norm_topk_prob" : "not renormalised");
   }
 }
 
@@ -328,6 +479,32 @@ TEST(Qwen3Model, SavesAndReloadsUnderHuggingFaceNames) {
   EXPECT_FALSE(file.contains("lm_head.weight"));  // tied
   auto reloaded = load_hf_model(dir.string(), cpu, DType::kF32);
   EXPECT_EQ(reloaded->config()->family, ModelFamily::kQwen3);
+  EXPECT_EQ(reloaded->num_parameters(), model->num_parameters());
+  const Batch batch = batch_from_input_ids(token_ids(2, 8, config.vocab_size));
+  EXPECT_EQ(model->evaluate(batch), reloaded->evaluate(batch));
+  fs::remove_all(dir);
+}
+
+TEST(Qwen3MoeModel, SavesAndReloadsUnderHuggingFaceNames) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("zero_qwen3_moe_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const TransformerConfig config = preset_config("tiny-qwen3-moe");
+  backend::CpuBackend cpu;
+  auto model = build_transformer(config, cpu, DType::kF32);
+  init_parameters(*model, 4);
+  save_hf_model(*model, dir.string(), DType::kF32);
+  const auto file = io::SafetensorsFile::open((dir / "model.safetensors").string());
+  EXPECT_EQ(file.entry("model.layers.3.mlp.gate.weight").shape, (Shape{8, 128}));
+  EXPECT_EQ(file.entry("model.layers.0.mlp.experts.7.gate_proj.weight").shape, (Shape{64, 128}));
+  EXPECT_EQ(file.entry("model.layers.0.mlp.experts.7.up_proj.weight").shape, (Shape{64, 128}));
+  EXPECT_EQ(file.entry("model.layers.0.mlp.experts.0.down_proj.weight").shape, (Shape{128, 64}));
+  EXPECT_TRUE(file.contains("model.layers.0.self_attn.q_norm.weight"));
+  EXPECT_FALSE(file.contains("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_FALSE(file.contains("model.layers.0.block_sparse_moe.gate.weight"));
+  auto reloaded = load_hf_model(dir.string(), cpu, DType::kF32);
+  EXPECT_EQ(reloaded->config()->family, ModelFamily::kQwen3Moe);
+  EXPECT_FALSE(reloaded->config()->normalize_expert_weights);
   EXPECT_EQ(reloaded->num_parameters(), model->num_parameters());
   const Batch batch = batch_from_input_ids(token_ids(2, 8, config.vocab_size));
   EXPECT_EQ(model->evaluate(batch), reloaded->evaluate(batch));

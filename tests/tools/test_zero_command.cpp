@@ -93,6 +93,21 @@ TEST_F(ZeroCommand, MixtralTrainsConvertsAndInspects) {
       << inspect.output;
 }
 
+TEST_F(ZeroCommand, Qwen3TrainsConvertsAndInspects) {
+  const std::string ckpt = (dir_ / "qwen3_ckpt").string(), hf = (dir_ / "qwen3_hf").string();
+  const Result train = run("train --model tiny-qwen3 --steps 2 --seq-len 16 --save " + ckpt +
+                           " --data synthetic");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const Result convert = run("convert " + ckpt + " " + hf);
+  ASSERT_EQ(convert.exit_code, 0) << convert.output;
+  const Result inspect = run("inspect " + hf);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("Qwen3ForCausalLM (qwen3)"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("head dim 48"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("query and key heads RMS-normalised"), std::string::npos)
+      << inspect.output;
+}
+
 TEST_F(ZeroCommand, Fp16RunShowsLossScaleAndSkippedSteps) {
   // A start scale of 2^40 overflows fp16 at once: the first steps are skipped while the dynamic
   // scaler halves down (hysteresis 1), and both the step lines and --log-json show it.

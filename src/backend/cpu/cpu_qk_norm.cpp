@@ -70,8 +70,8 @@ void qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight, Tensor& dk_weight,
   const QkNormDims d = check_qk_rmsnorm_backward(op, d_qkv_in, dq_weight, dk_weight, d_qkv_out,
                                                  qkv_in, q_weight, k_weight, rstd, heads,
                                                  kv_heads);
-  require_host_tensors(op, {&d_qkv_in, &dq_weight, &dk_weight, &d_qkv_out, &qkv_in, &q_weight, &k_weight,
-                   &rstd});
+  require_host_tensors(op, {&d_qkv_in, &dq_weight, &dk_weight, &d_qkv_out, &qkv_in, &q_weight,
+                            &k_weight, &rstd});
   dispatch_floating(qkv_in.dtype(), op, [&]<typename T>() {
     const int64_t dim = d.head_dim;
     const int64_t per_row = d.heads_per_row();
