@@ -59,10 +59,14 @@ void require_distinct(const char* op, const Tensor& out, const char* name, const
 }
 
 void require_weight(const char* op, const Tensor& w, const char* name, const QkNormDims& d,
-                    DType dtype) {
-  if (!w.defined() || !w.is_contiguous() || w.numel() != d.head_dim || w.dtype() != dtype) {
-    fail_qk(op, std::string(name) + " must be a contiguous " + dtype_name(dtype) + " tensor of " +
-                 std::to_string(d.head_dim) + " elements (head_dim), got " + described_qk(w));
+                    DType dtype, QkWeightDtypes allowed) {
+  const bool also_f32 = allowed == QkWeightDtypes::kInputsOrF32 && dtype_size(dtype) == 2;
+  const bool dtype_ok =
+      w.defined() && (w.dtype() == dtype || (also_f32 && w.dtype() == DType::kF32));
+  if (!dtype_ok || !w.is_contiguous() || w.numel() != d.head_dim) {
+    fail_qk(op, std::string(name) + " must be a contiguous " + dtype_name(dtype) +
+                    (also_f32 ? " or f32" : "") + " tensor of " + std::to_string(d.head_dim) +
+                    " elements (head_dim), got " + described_qk(w));
   }
 }
 
@@ -93,12 +97,13 @@ void require_weight_grad(const char* op, const Tensor& g, const char* name, cons
 
 QkNormDims check_qk_rmsnorm_forward(const char* op, const Tensor& qkv_out, const Tensor& rstd,
                                     const Tensor& qkv_in, const Tensor& q_weight,
-                                    const Tensor& k_weight, int64_t heads, int64_t kv_heads) {
+                                    const Tensor& k_weight, int64_t heads, int64_t kv_heads,
+                                    QkWeightDtypes weights) {
   const QkNormDims d = fused_dims(op, qkv_in, "qkv_in", heads, kv_heads);
   require_like(op, qkv_out, "qkv_out", qkv_in, "qkv_in");
   require_distinct(op, qkv_out, "qkv_out", qkv_in, "qkv_in");
-  require_weight(op, q_weight, "q_weight", d, qkv_in.dtype());
-  require_weight(op, k_weight, "k_weight", d, qkv_in.dtype());
+  require_weight(op, q_weight, "q_weight", d, qkv_in.dtype(), weights);
+  require_weight(op, k_weight, "k_weight", d, qkv_in.dtype(), weights);
   require_rstd(op, rstd, d, qkv_in.dtype());
   return d;
 }
@@ -107,14 +112,15 @@ QkNormDims check_qk_rmsnorm_backward(const char* op, const Tensor& d_qkv_in,
                                      const Tensor& dq_weight, const Tensor& dk_weight,
                                      const Tensor& d_qkv_out, const Tensor& qkv_in,
                                      const Tensor& q_weight, const Tensor& k_weight,
-                                     const Tensor& rstd, int64_t heads, int64_t kv_heads) {
+                                     const Tensor& rstd, int64_t heads, int64_t kv_heads,
+                                     QkWeightDtypes weights) {
   const QkNormDims d = fused_dims(op, qkv_in, "qkv_in", heads, kv_heads);
   require_like(op, d_qkv_out, "d_qkv_out", qkv_in, "qkv_in");
   require_like(op, d_qkv_in, "d_qkv_in", qkv_in, "qkv_in");
   require_distinct(op, d_qkv_in, "d_qkv_in", d_qkv_out, "d_qkv_out");
   require_distinct(op, d_qkv_in, "d_qkv_in", qkv_in, "qkv_in");
-  require_weight(op, q_weight, "q_weight", d, qkv_in.dtype());
-  require_weight(op, k_weight, "k_weight", d, qkv_in.dtype());
+  require_weight(op, q_weight, "q_weight", d, qkv_in.dtype(), weights);
+  require_weight(op, k_weight, "k_weight", d, qkv_in.dtype(), weights);
   require_rstd(op, rstd, d, qkv_in.dtype());
   require_weight_grad(op, dq_weight, "dq_weight", q_weight, qkv_in.dtype());
   require_weight_grad(op, dk_weight, "dk_weight", k_weight, qkv_in.dtype());

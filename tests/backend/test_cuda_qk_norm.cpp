@@ -322,6 +322,11 @@ TEST_F(CudaQkNorm, BadCallsThrowShapeError) {
   expect_shape_error(
       [&] { be.qk_rmsnorm_backward(dx, dq, dk, dy, x, wq, wk, rstd_wide, h, kvh); }, {"rstd"},
       "rstd with a column per value head too");
+  // The kernels read the weights as the inputs' storage type: f32 weights with bf16 inputs
+  // (which the CPU backend takes) are refused here rather than misread.
+  Tensor x16 = zeros({n, cols}, DType::kBF16), y16 = zeros({n, cols}, DType::kBF16);
+  expect_shape_error([&] { be.qk_rmsnorm_forward(y16, rstd, x16, wq, wk, h, kvh, 1e-6); },
+                     {"q_weight", "bf16"}, "f32 weights with bf16 inputs");
 }
 
 // dq_weight and dk_weight of different dtypes (both allowed by the shared checks for 16-bit

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,14 +140,15 @@ struct Results {
   std::vector<double> y, rstd, dx, dq, dk;
 };
 
-// The forward and backward of `in` stored as `dtype`, weight gradients in `grad_dtype`
-// accumulating onto the start values; every output poisoned first.
+// The forward and backward of `in` stored as `dtype` (the weights as `weight_dtype`, by default
+// `dtype`), weight gradients in `grad_dtype` accumulating onto the start values; every output
+// poisoned first.
 Results run(Backend& be, const QkCase& c, const Inputs& in, DType dtype, DType grad_dtype,
-            double eps) {
+            double eps, std::optional<DType> weight_dtype = std::nullopt) {
   const Shape fused{c.rows, c.columns()};
   const Tensor x = upload(be, in.x, fused, dtype);
-  const Tensor wq = upload(be, in.wq, {c.dim}, dtype);
-  const Tensor wk = upload(be, in.wk, {c.dim}, dtype);
+  const Tensor wq = upload(be, in.wq, {c.dim}, weight_dtype.value_or(dtype));
+  const Tensor wk = upload(be, in.wk, {c.dim}, weight_dtype.value_or(dtype));
   Tensor y = poisoned(be, fused, dtype);
   Tensor rstd = poisoned(be, {c.rows, c.normed()}, stats_dtype(dtype));
   be.qk_rmsnorm_forward(y, rstd, x, wq, wk, c.heads, c.kv_heads, eps);
@@ -346,6 +348,35 @@ TEST_P(QkNormOps, SixteenBitRoundsTheF32ResultOnce) {
         expect_identical(rounded(f32.dk, grad_dtype), got.dk, what + " dk_weight");
       }
     }
+  }
+}
+
+// The engine's f32 parameters under 16-bit activations: the CPU backends take f32 weights with
+// bf16 inputs (as their other norms do) and give the f32 computation on the rounded inputs and
+// the unrounded weights, each output rounded once (bit for bit, as above).
+TEST_P(QkNormOps, SixteenBitInputsTakeF32Weights) {
+  auto be = make(GetParam());
+  for (const QkCase& c : kCases) {
+    const Inputs in(c, 4);
+    const double eps = 1e-6;
+    const std::string what = describe(c, DType::kBF16, eps) + " with f32 weights";
+    Inputs wide = in;
+    wide.x = stored(in.x, DType::kBF16);
+    wide.dy = stored(in.dy, DType::kBF16);
+    const Results f32 = run(*be, c, wide, DType::kF32, DType::kF32, eps);
+    const Results got = run(*be, c, in, DType::kBF16, DType::kF32, eps, DType::kF32);
+    std::vector<double> y, dx;
+    for (double v : stored(std::vector<float>(f32.y.begin(), f32.y.end()), DType::kBF16)) {
+      y.push_back(v);
+    }
+    for (double v : stored(std::vector<float>(f32.dx.begin(), f32.dx.end()), DType::kBF16)) {
+      dx.push_back(v);
+    }
+    expect_identical(y, got.y, what + " y");
+    expect_identical(f32.rstd, got.rstd, what + " rstd");
+    expect_identical(dx, got.dx, what + " d_qkv_in");
+    expect_identical(f32.dq, got.dq, what + " dq_weight");
+    expect_identical(f32.dk, got.dk, what + " dk_weight");
   }
 }
 

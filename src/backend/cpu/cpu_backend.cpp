@@ -144,9 +144,11 @@ void CpuBackend::rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy,
 void CpuBackend::qk_rmsnorm_forward(Tensor& qkv_out, Tensor& rstd, const Tensor& qkv_in,
                                     const Tensor& q_weight, const Tensor& k_weight,
                                     int64_t heads, int64_t kv_heads, double eps) {
-  // Checked before the twins too, so that a bad call names the caller's dtypes.
+  // Checked before the twins too, so that a bad call names the caller's dtypes; f32 weights with
+  // 16-bit inputs are accepted, as the CPU's other norms accept the engine's f32 parameters
+  // under 16-bit activations.
   check_qk_rmsnorm_forward("qk_rmsnorm_forward", qkv_out, rstd, qkv_in, q_weight, k_weight,
-                           heads, kv_heads);
+                           heads, kv_heads, QkWeightDtypes::kInputsOrF32);
   if (!any_16bit(qkv_out, qkv_in)) {
     return cpu::qk_rmsnorm_forward(qkv_out, rstd, qkv_in, q_weight, k_weight, heads, kv_heads,
                                    eps);
@@ -161,7 +163,8 @@ void CpuBackend::qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight, Tensor
                                      const Tensor& q_weight, const Tensor& k_weight,
                                      const Tensor& rstd, int64_t heads, int64_t kv_heads) {
   check_qk_rmsnorm_backward("qk_rmsnorm_backward", d_qkv_in, dq_weight, dk_weight, d_qkv_out,
-                            qkv_in, q_weight, k_weight, rstd, heads, kv_heads);
+                            qkv_in, q_weight, k_weight, rstd, heads, kv_heads,
+                            QkWeightDtypes::kInputsOrF32);
   if (!any_16bit(d_qkv_in, qkv_in, dq_weight, dk_weight)) {
     return cpu::qk_rmsnorm_backward(d_qkv_in, dq_weight, dk_weight, d_qkv_out, qkv_in, q_weight,
                                     k_weight, rstd, heads, kv_heads);
