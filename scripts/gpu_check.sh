@@ -30,7 +30,9 @@
 #       says AB_WORKLOAD=<workload>; GPU_ALL_NCU=1 adds Nsight
 #       Compute reports of the attention and norm kernels (profile_kernels); GPU_ALL_GENERATE=1
 #       adds `zero generate` speeds (generate_speed); GPU_ALL_SANITIZE=1 adds
-#       compute-sanitizer memcheck with the time left. Everything but the speed record comes
+#       compute-sanitizer memcheck with the time left; GPU_ALL_FIXTURES=1 makes the Hugging Face
+#       reference fixtures (tools/hf_reference/make_reference.py) beside the run. Everything but
+#       the speed record comes
 #       back in run_logs.tar.gz and extra.tar.gz (the device tool returns at most 8 files).
 #   scripts/gpu_check.sh speed [WORKLOAD ...] on the GPU machine: issue 13's benchmark,
 #       bench/gpu_speed.sh with the bundle's bin/zero (zero train vs PyTorch torch.compile and
@@ -391,6 +393,17 @@ all() {
   local final_out=${OUT:-/tmp/zero_gpu_check} run_out=/tmp/zero_gpu_run
   rm -rf "$run_out"
   mkdir -p "$run_out" "$final_out"
+  # GPU_ALL_FIXTURES=1: Hugging Face reference fixtures (tools/hf_reference/make_reference.py,
+  # torch on the CPU) made beside the GPU run rather than after it; they come back in
+  # extra.tar.gz under fixtures/hf.
+  local fixtures=/tmp/zero_gpu_fixtures fixtures_pid=""
+  if [[ ${GPU_ALL_FIXTURES:-0} == 1 ]]; then
+    rm -rf "$fixtures"
+    mkdir -p "$fixtures"
+    env -u LD_LIBRARY_PATH timeout 300 python3 "$root/tools/hf_reference/make_reference.py" \
+      "$fixtures/hf" >"$fixtures/console.log" 2>&1 &
+    fixtures_pid=$!
+  fi
   OUT=$run_out setsid "$0" run >"$run_out/console.log" 2>&1 &
   local pid=$!
   while kill -0 "$pid" 2>/dev/null && ((SECONDS - start < run_cap)); do sleep 1; done
@@ -442,6 +455,10 @@ all() {
       SANITIZE_LIMIT_S=$(((left - 15) / ${#sanitize_binaries[@]})) "$0" sanitize \
       >"$extra/sanitize_console.log" 2>&1
   fi
+  if [[ -n $fixtures_pid ]]; then
+    wait "$fixtures_pid"
+    cp -r "$fixtures" "$extra/fixtures"
+  fi
   # The device tool brings back at most 8 files: the rest travels in one archive.
   mv "$final_out/speed_logs.tar.gz" "$final_out/speed_console.log" "$extra/" 2>/dev/null
   tar -czf "$final_out/extra.tar.gz" -C "$extra" .
@@ -462,6 +479,10 @@ all() {
   if [[ -f $extra/sanitize_console.log ]]; then
     echo "== sanitize"
     tail -c 900 "$extra/sanitize_console.log"
+  fi
+  if [[ -f $extra/fixtures/console.log ]]; then
+    echo "== fixtures"
+    tail -c 900 "$extra/fixtures/console.log"
   fi
 }
 

@@ -12,7 +12,9 @@ upcasts logits with .float(), which rounds every gradient to float32), attention
 the model dtype are replaced for the pass by float64 versions of the same formula: RMSNorm (it
 casts to float32) and the rotary embedding (its cos/sin are evaluated in float32; the float32
 angles, inv_freq * t, are kept, since they define the positions). The inverse frequencies used are
-dumped as rope.inv_freq so a test can check zero.cpp computes the same float32 values.
+dumped as rope.inv_freq so a test can check zero.cpp computes the same float32 values. The
+mixture-of-experts routers take their softmax with dtype=float32 (and so would eager attention):
+during the pass a softmax asked for float32 of a float64 input stays in float64.
 
 usage: python3 make_reference.py OUT_DIR [EXISTING_FOLDER ...]
   EXISTING_FOLDER: an HF folder to (re)compute a pure-float64 reference for, written as
@@ -26,7 +28,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 import transformers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 
 def rms_norm_f64(module):
@@ -59,12 +62,36 @@ def make_float64_exact(model):
     return inv_freq
 
 
+class Float64Softmax:
+    """Within the block, softmax(x, dtype=torch.float32) of a float64 x stays float64 (through
+    torch.nn.functional.softmax, torch.softmax and Tensor.softmax alike)."""
+
+    def __enter__(self):
+        self.saved = (F.softmax, torch.softmax, torch.Tensor.softmax)
+
+        def keep_f64(original):
+            def softmax(x, *args, **kwargs):
+                if x.dtype == torch.float64 and kwargs.get("dtype") == torch.float32:
+                    kwargs["dtype"] = torch.float64
+                return original(x, *args, **kwargs)
+            return softmax
+        F.softmax = keep_f64(self.saved[0])
+        torch.softmax = keep_f64(self.saved[1])
+        torch.Tensor.softmax = keep_f64(self.saved[2])
+        return self
+
+    def __exit__(self, *exc):
+        F.softmax, torch.softmax, torch.Tensor.softmax = self.saved
+        return False
+
+
 def reference_pass(model, input_ids):
     """One float64 forward/backward; returns the tensors of a reference dump."""
     model = model.double()
     inv_freq = make_float64_exact(model)
     model.zero_grad()
-    logits = model(input_ids=input_ids).logits
+    with Float64Softmax():
+        logits = model(input_ids=input_ids).logits
     vocab = logits.shape[-1]
     loss = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), input_ids[:, 1:].reshape(-1))
     loss.backward()
@@ -122,6 +149,24 @@ def main(out_dir):
     llama.update(num_key_value_heads=1, head_dim=8)
     write_fixture(out_dir, "tiny-llama-bias", LlamaForCausalLM(LlamaConfig(
         **llama, rope_theta=10000.0, attention_bias=True, mlp_bias=True, tie_word_embeddings=False)))
+    # Qwen3: per-head q/k norms, head_dim 24 (96 query channels from 64), tied embeddings.
+    qwen3 = dict(common)
+    qwen3.update(head_dim=24, rms_norm_eps=1e-6)
+    write_fixture(out_dir, "tiny-qwen3", Qwen3ForCausalLM(Qwen3Config(
+        **qwen3, rope_theta=1000000.0, attention_bias=False, tie_word_embeddings=True,
+        use_sliding_window=False)))
+    # Qwen3-MoE: Qwen3's attention, 4 experts of 48, 2 per token, not renormalised (the config's
+    # default), untied. 32 tokens over 4 experts: every expert gets some.
+    write_fixture(out_dir, "tiny-qwen3-moe", Qwen3MoeForCausalLM(Qwen3MoeConfig(
+        **qwen3, rope_theta=1000000.0, attention_bias=False, tie_word_embeddings=False,
+        use_sliding_window=False, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+        norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
+        output_router_logits=False)))
+    # Mixtral: 4 experts of 176, 2 per token (renormalised), no window.
+    write_fixture(out_dir, "tiny-mixtral", MixtralForCausalLM(MixtralConfig(
+        **common, rope_theta=1000000.0, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=None, router_jitter_noise=0.0, output_router_logits=False,
+        tie_word_embeddings=False)))
 
 
 if __name__ == "__main__":
