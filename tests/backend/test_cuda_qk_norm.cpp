@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "backend/qk_norm_test_inputs.h"
 #include "cuda_test_support.h"
 
 namespace zero::backend::cuda_test {
@@ -27,28 +28,25 @@ class CudaQkNorm : public CudaTest {};
 
 constexpr DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
-struct QkCase {
-  int64_t tokens, heads, kv_heads, dim;
+using Inputs = qk_norm_test::QkInputs;
+
+struct QkCase : qk_norm_test::QkShape {
   double eps;
   const char* what;
-  int64_t per_row() const { return heads + 2 * kv_heads; }
-  int64_t normed() const { return heads + kv_heads; }
-  int64_t columns() const { return per_row() * dim; }
-  int64_t numel() const { return tokens * columns(); }
 };
 
 // eps 0.5 in some: where a misplaced eps changes the result far beyond rounding (for x in
 // [-2, 2], mean(x^2) is about 1.3; Qwen3's 1e-6 would hide it).
 const QkCase kCases[] = {
-    {1, 1, 1, 5, 1e-6, "one token, H = KVH = 1, D = 5"},
-    {1, 8, 8, 257, 0.5, "one token, H = KVH = 8, D = 257"},
-    {7, 4, 2, 64, 1e-6, "7 tokens, GQA 4 / 2, D = 64"},
-    {7, 1, 1, 257, 0.5, "7 tokens, D = 257: 8 or 9 elements per lane"},
-    {300, 4, 2, 128, 1e-6, "300 tokens (5 blocks of 64, the last partial), GQA, D = 128"},
-    {300, 8, 8, 5, 0.5, "300 tokens, H = KVH = 8, D = 5"},
-    {300, 1, 1, 64, 1e-6, "300 tokens, H = KVH = 1, D = 64"},
-    {300, 8, 8, 257, 1e-6, "300 tokens, H = KVH = 8, D = 257"},
-    {6000, 1, 1, 5, 0.5, "6000 tokens: 18000 head rows over the grid's 16896 warps, 94 blocks"},
+    {{1, 1, 1, 5}, 1e-6, "one token, H = KVH = 1, D = 5"},
+    {{1, 8, 8, 257}, 0.5, "one token, H = KVH = 8, D = 257"},
+    {{7, 4, 2, 64}, 1e-6, "7 tokens, GQA 4 / 2, D = 64"},
+    {{7, 1, 1, 257}, 0.5, "7 tokens, D = 257: 8 or 9 elements per lane"},
+    {{300, 4, 2, 128}, 1e-6, "300 tokens (5 blocks of 64, the last partial), GQA, D = 128"},
+    {{300, 8, 8, 5}, 0.5, "300 tokens, H = KVH = 8, D = 5"},
+    {{300, 1, 1, 64}, 1e-6, "300 tokens, H = KVH = 1, D = 64"},
+    {{300, 8, 8, 257}, 1e-6, "300 tokens, H = KVH = 8, D = 257"},
+    {{6000, 1, 1, 5}, 0.5, "6000 tokens: 18000 head rows over the grid's 16896 warps, 94 blocks"},
 };
 
 std::string describe(const QkCase& c, DType dtype) {
@@ -92,19 +90,6 @@ void expect_close_plus(const std::vector<double>& cpu, const std::vector<double>
   }
 }
 
-// Inputs of one case: x in [-2, 2], weights in [0.5, 1.5] (trained norm weights are near one),
-// dy in [-1, 1], the weight gradients' start values in [-1, 1].
-struct Inputs {
-  std::vector<float> x, wq, wk, dy, dq_start, dk_start;
-  Inputs(const QkCase& c, uint32_t seed)
-      : x(random_values(c.numel(), seed, -2.0f, 2.0f)),
-        wq(random_values(c.dim, seed + 1, 0.5f, 1.5f)),
-        wk(random_values(c.dim, seed + 2, 0.5f, 1.5f)),
-        dy(random_values(c.numel(), seed + 3)),
-        dq_start(random_values(c.dim, seed + 4)),
-        dk_start(random_values(c.dim, seed + 5)) {}
-};
-
 // One forward and backward on a backend: the outputs as doubles and as bytes.
 struct Outputs {
   std::vector<double> y, rstd, dx, dq, dk;
@@ -112,12 +97,12 @@ struct Outputs {
 };
 
 Outputs run(Backend& be, const QkCase& c, const Inputs& in, DType dtype, DType grad_dtype) {
-  const Shape fused{c.tokens, c.columns()};
+  const Shape fused{c.rows, c.columns()};
   const Tensor x = upload(be, in.x, fused, dtype);
   const Tensor wq = upload(be, in.wq, {c.dim}, dtype);
   const Tensor wk = upload(be, in.wk, {c.dim}, dtype);
   Tensor y = poisoned(be, fused, dtype);
-  Tensor rstd = poisoned(be, {c.tokens, c.normed()}, DType::kF32);
+  Tensor rstd = poisoned(be, {c.rows, c.normed()}, DType::kF32);
   be.qk_rmsnorm_forward(y, rstd, x, wq, wk, c.heads, c.kv_heads, c.eps);
   Tensor dx = poisoned(be, fused, dtype);
   Tensor dq = upload(be, in.dq_start, {c.dim}, grad_dtype);
@@ -147,7 +132,7 @@ std::vector<uint8_t> value_head_bytes(const QkCase& c, const std::vector<uint8_t
                                       DType dtype) {
   const auto size = static_cast<int64_t>(dtype_size(dtype));
   std::vector<uint8_t> v;
-  for (int64_t t = 0; t < c.tokens; ++t) {
+  for (int64_t t = 0; t < c.rows; ++t) {
     const auto first = fused.begin() + (t * c.per_row() + c.normed()) * c.dim * size;
     v.insert(v.end(), first, first + c.kv_heads * c.dim * size);
   }
@@ -168,7 +153,7 @@ Scales backward_scales(const QkCase& c, const Inputs& in, DType dtype, DType gra
   for (double& v : s.dq) v = std::fabs(v);
   for (double& v : s.dk) v = std::fabs(v);
   const auto dim = static_cast<size_t>(c.dim);
-  for (int64_t t = 0; t < c.tokens; ++t) {
+  for (int64_t t = 0; t < c.rows; ++t) {
     for (int64_t head = 0; head < c.normed(); ++head) {
       const size_t at = static_cast<size_t>(t * c.per_row() + head) * dim;
       const bool query = head < c.heads;
@@ -243,7 +228,7 @@ TEST_F(CudaQkNorm, ForwardAndBackwardMatchTheCpu) {
         // 128-token blocks, the GPU by 64-token blocks then the blocks across 32 warps) by at
         // most T units of the sum of the terms' magnitudes: (2 T + D + 20) units of
         // (|start| + sum |g x s|) apart. 16-bit gradients: one rounding of the stored sum.
-        const auto tokens = static_cast<double>(c.tokens);
+        const auto tokens = static_cast<double>(c.rows);
         const double tq = tokens * static_cast<double>(c.heads);
         const double tk = tokens * static_cast<double>(c.kv_heads);
         const Tolerance grad_tol = storage_tolerance(grad_dtype, 0.0, 0.0);
@@ -332,15 +317,15 @@ TEST_F(CudaQkNorm, BadCallsThrowShapeError) {
 // dq_weight and dk_weight of different dtypes (both allowed by the shared checks for 16-bit
 // inputs, and run by the CPU) are refused: one finishing kernel type serves both.
 TEST_F(CudaQkNorm, GradientsOfTwoDtypesAreRefused) {
-  const QkCase c{3, 2, 1, 8, 1e-6, "3 tokens"};
+  const QkCase c{{3, 2, 1, 8}, 1e-6, "3 tokens"};
   const Inputs in(c, 33);
   for (Backend* be : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&gpu())}) {
     const DType bf16 = DType::kBF16;
-    const Shape fused{c.tokens, c.columns()};
+    const Shape fused{c.rows, c.columns()};
     const Tensor x = upload(*be, in.x, fused, bf16);
     const Tensor wq = upload(*be, in.wq, {c.dim}, bf16), wk = upload(*be, in.wk, {c.dim}, bf16);
     Tensor y = poisoned(*be, fused, bf16), dx = poisoned(*be, fused, bf16);
-    Tensor rstd = poisoned(*be, {c.tokens, c.normed()}, DType::kF32);
+    Tensor rstd = poisoned(*be, {c.rows, c.normed()}, DType::kF32);
     be->qk_rmsnorm_forward(y, rstd, x, wq, wk, c.heads, c.kv_heads, c.eps);
     Tensor dq = upload(*be, in.dq_start, {c.dim}, DType::kF32);
     Tensor dk = upload(*be, in.dk_start, {c.dim}, bf16);

@@ -19,6 +19,7 @@
 
 #include "backend/backend_test_values.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/qk_norm_test_inputs.h"
 #include "backend/sim/simulated_device_backend.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -33,21 +34,18 @@ std::unique_ptr<Backend> make(const std::string& name) {
   return std::make_unique<CpuBackend>();
 }
 
-struct QkCase {
-  int64_t rows, heads, kv_heads, dim;
+using Inputs = qk_norm_test::QkInputs;
+
+struct QkCase : qk_norm_test::QkShape {
   const char* what;
-  int64_t per_row() const { return heads + 2 * kv_heads; }
-  int64_t normed() const { return heads + kv_heads; }
-  int64_t columns() const { return per_row() * dim; }
-  int64_t numel() const { return rows * columns(); }
 };
 
 const QkCase kCases[] = {
-    {3, 2, 2, 8, "H = KVH = 2, D = 8"},
-    {6, 4, 2, 5, "GQA H = 4 KVH = 2, odd D = 5"},
-    {1, 1, 1, 64, "one token, H = KVH = 1, D = 64"},
-    {2, 4, 2, 64, "GQA, D = 64"},
-    {130, 2, 1, 5, "130 tokens: two 128-token blocks, GQA H = 2 KVH = 1"},
+    {{3, 2, 2, 8}, "H = KVH = 2, D = 8"},
+    {{6, 4, 2, 5}, "GQA H = 4 KVH = 2, odd D = 5"},
+    {{1, 1, 1, 64}, "one token, H = KVH = 1, D = 64"},
+    {{2, 4, 2, 64}, "GQA, D = 64"},
+    {{130, 2, 1, 5}, "130 tokens: two 128-token blocks, GQA H = 2 KVH = 1"},
 };
 
 std::string describe(const QkCase& c, DType dtype, double eps) {
@@ -121,19 +119,6 @@ std::vector<double> numeric_gradient(std::vector<double> v,
   }
   return g;
 }
-
-// Inputs of one case from seeds seed .. seed + 5: x in [-2, 2], the weights in [0.5, 1.5] (as
-// trained norm weights: near one), dy and the weight gradients' start values in [-1, 1].
-struct Inputs {
-  std::vector<float> x, wq, wk, dy, dq_start, dk_start;
-  Inputs(const QkCase& c, uint32_t seed)
-      : x(random_values(c.numel(), seed, -2.0f, 2.0f)),
-        wq(random_values(c.dim, seed + 1, 0.5f, 1.5f)),
-        wk(random_values(c.dim, seed + 2, 0.5f, 1.5f)),
-        dy(random_values(c.numel(), seed + 3)),
-        dq_start(random_values(c.dim, seed + 4)),
-        dk_start(random_values(c.dim, seed + 5)) {}
-};
 
 // Everything one forward and backward on a backend gives, as doubles.
 struct Results {

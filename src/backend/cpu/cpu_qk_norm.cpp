@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_dispatch.h"
+#include "backend/cpu/cpu_rms_rows.h"
 #include "backend/qk_norm_shapes.h"
 
 namespace zero::backend::cpu {
@@ -49,15 +50,9 @@ void qk_rmsnorm_forward(Tensor& qkv_out, Tensor& rstd, const Tensor& qkv_in,
         std::copy(x, x + dim, y);  // a value head
         continue;
       }
+      // As rmsnorm_forward normalises a row.
       const T* w = head < d.heads ? wq : wk;
-      // As rmsnorm_forward: the sum of squares in T, s = 1 / sqrt(mean + eps), y = (x s) w.
-      T sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < dim; ++i) sum += x[i] * x[i];
-      const T s = static_cast<T>(1) / std::sqrt(sum / static_cast<T>(dim) + static_cast<T>(eps));
-#pragma omp simd
-      for (int64_t i = 0; i < dim; ++i) y[i] = (x[i] * s) * w[i];
-      rs[(r / per_row) * normed + head] = s;
+      rs[(r / per_row) * normed + head] = rms_row_forward(x, w, y, dim, eps);
     }
   });
 }
@@ -101,21 +96,10 @@ void qk_rmsnorm_backward(Tensor& d_qkv_in, Tensor& dq_weight, Tensor& dk_weight,
             std::copy(g, g + dim, dx);
             continue;
           }
-          const bool query = head < d.heads;
-          const T* w = query ? wq : wk;
-          T* pw = query ? pq : pk;
-          const T s = rs[token * normed + head];
           // As rmsnorm_backward: dx = s (g w - x s mean(g w x s)); dweight += g x s.
-          T sum_gx = 0;
-#pragma omp simd reduction(+ : sum_gx)
-          for (int64_t i = 0; i < dim; ++i) {
-            const T xhat = x[i] * s;
-            pw[i] += g[i] * xhat;
-            sum_gx += g[i] * w[i] * xhat;
-          }
-          const T mean_gx = sum_gx / static_cast<T>(dim);
-#pragma omp simd
-          for (int64_t i = 0; i < dim; ++i) dx[i] = s * (g[i] * w[i] - x[i] * s * mean_gx);
+          const bool query = head < d.heads;
+          rms_row_backward(x, g, query ? wq : wk, rs[token * normed + head], dim,
+                           query ? pq : pk, dx);
         }
       }
     }

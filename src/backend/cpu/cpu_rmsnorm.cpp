@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_dispatch.h"
+#include "backend/cpu/cpu_rms_rows.h"
 
 namespace zero::backend::cpu {
 namespace {
@@ -42,15 +43,7 @@ void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& wei
     T* rs = rstd.data<T>();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-      const T* row = xs + r * c;
-      T* out = ys + r * c;
-      T sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < c; ++i) sum += row[i] * row[i];
-      const T s = static_cast<T>(1) / std::sqrt(sum / static_cast<T>(c) + static_cast<T>(eps));
-#pragma omp simd
-      for (int64_t i = 0; i < c; ++i) out[i] = (row[i] * s) * w[i];
-      rs[r] = s;
+      rs[r] = rms_row_forward(xs + r * c, w, ys + r * c, c, eps);
     }
   });
 }
@@ -80,20 +73,7 @@ void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dy, const Tenso
       T* pw = partial.data() + blk * c;
       const int64_t end = std::min(rows, (blk + 1) * kRowBlock);
       for (int64_t r = blk * kRowBlock; r < end; ++r) {
-        const T* row = xs + r * c;
-        const T* g = dys + r * c;
-        T* out = dxs + r * c;
-        const T s = rs[r];
-        T sum_gx = 0;
-#pragma omp simd reduction(+ : sum_gx)
-        for (int64_t i = 0; i < c; ++i) {
-          const T xhat = row[i] * s;
-          pw[i] += g[i] * xhat;
-          sum_gx += g[i] * w[i] * xhat;
-        }
-        const T mean_gx = sum_gx / static_cast<T>(c);
-#pragma omp simd
-        for (int64_t i = 0; i < c; ++i) out[i] = s * (g[i] * w[i] - row[i] * s * mean_gx);
+        rms_row_backward(xs + r * c, dys + r * c, w, rs[r], c, pw, dxs + r * c);
       }
     }
     T* dw = dweight.data<T>();
