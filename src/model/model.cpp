@@ -198,8 +198,9 @@ Tensor Model::next_token_logits(const Tensor& tokens, KvCache& cache) {
   ctx.training = false;
   ctx.kv_cache = &cache;
   ctx.sequence_offset = cache.length();
-  ctx.device_batch = upload_batch(
-      backend_, batch, config_ ? std::optional<int64_t>(config_->vocab_size) : std::nullopt);
+  // The head returns logits here and never reads targets: only the ids go to the device.
+  ctx.device_batch = upload_tokens(
+      backend_, tokens, config_ ? std::optional<int64_t>(config_->vocab_size) : std::nullopt);
   Tensor logits = forward_stage(ctx, Tensor());
   for (auto& unit : units_) unit->release_activations();
   return logits;

@@ -65,6 +65,28 @@ DeviceBatch upload_batch(backend::Backend& backend, const Batch& batch,
   return out;
 }
 
+DeviceBatch upload_tokens(backend::Backend& backend, const Tensor& tokens,
+                          std::optional<int64_t> vocab_size) {
+  if (!tokens.defined() || tokens.dim() != 2 || !tokens.is_contiguous() ||
+      !tokens.device().is_cpu() ||
+      (tokens.dtype() != DType::kI32 && tokens.dtype() != DType::kI64)) {
+    throw ShapeError("token ids must be a contiguous host i32/i64 [B, T] tensor, got " +
+                     (tokens.defined() ? tokens.describe() : std::string("undefined")));
+  }
+  DeviceBatch out;
+  int64_t token_count = 0;
+  check_ids(tokens, "token", vocab_size, false, &token_count);
+  {
+    // On the transfer stream, as upload_batch's copies (and for the same reuse rule).
+    backend::StreamGuard on_transfer(backend, backend::StreamKind::kTransfer);
+    out.tokens = backend.empty({tokens.numel()}, tokens.dtype(), MemoryCategory::kActivations);
+    backend.copy_from_host(out.tokens, tokens.raw_data());
+  }
+  backend.wait_event(backend::StreamKind::kCompute,
+                     backend.record_event(backend::StreamKind::kTransfer));
+  return out;
+}
+
 Batch batch_from_input_ids(const Tensor& input_ids) {
   if (input_ids.dim() != 2 || !input_ids.is_contiguous() ||
       (input_ids.dtype() != DType::kI64 && input_ids.dtype() != DType::kI32)) {

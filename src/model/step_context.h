@@ -48,6 +48,10 @@ struct DeviceBatch {
 // them through an event. Throws ShapeError/Error naming the bad id and its position.
 DeviceBatch upload_batch(backend::Backend& backend, const Batch& batch,
                          std::optional<int64_t> vocab_size);
+// Inference (generation): the token ids alone, checked as upload_batch checks them, in one
+// counted copy; the batch's targets are neither read nor uploaded (targets stays undefined).
+DeviceBatch upload_tokens(backend::Backend& backend, const Tensor& tokens,
+                          std::optional<int64_t> vocab_size);
 
 // Builds targets the way Hugging Face does from labels == input_ids: targets[b, t] =
 // tokens[b, t + 1] and the last position ignored.

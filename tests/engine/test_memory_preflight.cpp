@@ -110,18 +110,22 @@ TEST(MemoryPreflight, OneBitAdamAddsItsErrorBuffers) {
 // Muon orthogonalizes every 2-D parameter of a transformer block (engine/muon_units.cpp); the
 // preflight's count must be the built model's: for Mixtral, the router and each expert's three
 // matrices, not one dense MLP.
+// Also Qwen3's (query width apart from the hidden size; its q/k norms are vectors) and
+// Qwen3-MoE's (experts of their own width).
 TEST(MemoryPreflight, MuonMatricesOfMixtralAreTheBuiltBlocks) {
-  const model::TransformerConfig config = model::preset_config("tiny-mixtral");
-  backend::CpuBackend cpu;
-  auto net = model::build_transformer(config, cpu, DType::kF32);
-  int64_t built = 0;
-  for (const auto& unit : net->units()) {
-    if (unit->kind() != "transformer_block") continue;
-    for (const model::Parameter& p : unit->parameters()) {
-      if (p.spec.shape.size() == 2) built += p.numel();
+  for (const char* preset : {"tiny-mixtral", "tiny-qwen3", "tiny-qwen3-moe"}) {
+    const model::TransformerConfig config = model::preset_config(preset);
+    backend::CpuBackend cpu;
+    auto net = model::build_transformer(config, cpu, DType::kF32);
+    int64_t built = 0;
+    for (const auto& unit : net->units()) {
+      if (unit->kind() != "transformer_block") continue;
+      for (const model::Parameter& p : unit->parameters()) {
+        if (p.spec.shape.size() == 2) built += p.numel();
+      }
     }
+    EXPECT_EQ(muon_matrix_params(config), built) << preset;
   }
-  EXPECT_EQ(muon_matrix_params(config), built);
 }
 
 // Muon's step workspace: GPT-2 124M's block (c_attn [2304, 768], attn c_proj [768, 768], c_fc
