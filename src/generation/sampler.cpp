@@ -79,6 +79,9 @@ int64_t Sampler::next(int64_t sequence, std::span<const double> logits,
     return best;
   }
   for (double& s : scores_) s /= options_.temperature;
+  const bool filtered = (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < vocab) ||
+                        options_.top_p < 1.0;
+  if (!filtered) return draw_unfiltered(sequence);
   order_.resize(vocab);
   for (size_t i = 0; i < vocab; ++i) order_[i] = static_cast<int64_t>(i);
   size_t kept = vocab;
@@ -94,7 +97,8 @@ int64_t Sampler::next(int64_t sequence, std::span<const double> logits,
     throw Error("every token's logit is -inf: nothing can be generated");
   }
   // Softmax weights of the candidates (unnormalised), most likely first.
-  std::vector<double> weight(kept);
+  std::vector<double>& weight = weights_;
+  weight.resize(kept);
   double total = 0.0;
   for (size_t r = 0; r < kept; ++r) {
     weight[r] = std::exp(scores_[static_cast<size_t>(order_[r])] - top);
@@ -117,6 +121,30 @@ int64_t Sampler::next(int64_t sequence, std::span<const double> logits,
     if (target < running) return order_[r];
   }
   return order_[kept - 1];  // rounding left the draw at the very end of the mass
+}
+
+int64_t Sampler::draw_unfiltered(int64_t sequence) {
+  // Every token keeps its probability, so no order is needed: one pass in vocabulary order
+  // rather than sorting the vocabulary (150k ids for Qwen) for every token drawn.
+  const size_t vocab = scores_.size();
+  double top = -std::numeric_limits<double>::infinity();
+  for (const double s : scores_) top = std::max(top, s);
+  if (top == -std::numeric_limits<double>::infinity()) {
+    throw Error("every token's logit is -inf: nothing can be generated");
+  }
+  weights_.resize(vocab);
+  double total = 0.0;
+  for (size_t i = 0; i < vocab; ++i) total += (weights_[i] = std::exp(scores_[i] - top));
+  const double target = rngs_[static_cast<size_t>(sequence)].uniform() * total;
+  double running = 0.0;
+  size_t last_possible = 0;
+  for (size_t i = 0; i < vocab; ++i) {
+    if (weights_[i] == 0.0) continue;  // -inf (or underflowed): never drawn
+    last_possible = i;
+    running += weights_[i];
+    if (target < running) return static_cast<int64_t>(i);
+  }
+  return static_cast<int64_t>(last_possible);  // rounding left the draw at the end of the mass
 }
 
 }  // namespace zero::generation

@@ -39,10 +39,14 @@ class Sampler {
                std::span<const int64_t> history);
 
  private:
+  // Without top-k or top-p: a draw from every token's tempered softmax in vocabulary order.
+  int64_t draw_unfiltered(int64_t sequence);
+
   SamplingOptions options_;
   std::vector<data::Rng> rngs_;
   std::vector<double> scores_;     // the penalised, tempered logits
   std::vector<int64_t> order_;     // candidate token ids, most likely first
+  std::vector<double> weights_;    // unnormalised softmax weights of the candidates
   std::vector<uint8_t> seen_;      // per token: present in the history (the penalty)
 };
 

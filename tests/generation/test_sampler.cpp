@@ -100,6 +100,18 @@ TEST(Sampler, DrawsFollowTheTemperedSoftmax) {
   EXPECT_EQ(top2[2], 0.0);
 }
 
+// Without top-k or top-p the draw walks the vocabulary in its own order (no sort): logits out of
+// order still give their softmax, and a -inf token, first or last, is never drawn.
+TEST(Sampler, UnfilteredDrawsFollowTheSoftmaxInAnyOrder) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> logits{-inf, std::log(0.2), std::log(0.5), std::log(0.3), -inf};
+  const std::vector<double> got = frequencies(sampling(1.0), logits, 40000);
+  const double expected[] = {0.0, 0.2, 0.5, 0.3, 0.0};
+  for (size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(got[i], expected[i], 0.015) << i;
+  EXPECT_EQ(got[0], 0.0);
+  EXPECT_EQ(got[4], 0.0);
+}
+
 TEST(Sampler, EachSequenceHasItsOwnStream) {
   const std::vector<double> logits(50, 0.0);  // uniform: every draw shows the stream
   Sampler alone(sampling(), 1);
