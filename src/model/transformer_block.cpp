@@ -20,6 +20,8 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config, int64_t laye
       norm1_(config.norm, config.norm_eps),
       mlp_(config_) {
   config_.source_json = nlohmann::json();  // not needed per block
+  // This layer's window (Qwen's max_window_layers, layer_types): uniform within the block.
+  config_.set_attention_windows(config.window_of_layer(layer_index));
   if (config.family == ModelFamily::kGpt2) {
     declare_gpt2_parameters("transformer.h." + std::to_string(layer_index) + ".");
   } else {

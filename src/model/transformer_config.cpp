@@ -1,8 +1,10 @@
 #include "model/transformer_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
+#include "core/check.h"
 #include "core/error.h"
 #include "io/bounded_json.h"
 #include "io/input_file.h"
@@ -26,6 +28,12 @@ class KeyReader {
   }
   int64_t size_or(const char* key, int64_t fallback, const SizeLimit& limit) const {
     return has(key) ? size_value(key, json_.at(key), limit) : fallback;
+  }
+  // A count that may be 0 (max_window_layers), else as size_or.
+  int64_t count_or(const char* key, int64_t fallback, const SizeLimit& limit) const {
+    if (!has(key)) return fallback;
+    if (whole_number(json_.at(key)) == std::optional<int64_t>(0)) return 0;
+    return size_value(key, json_.at(key), limit);
   }
   double positive_number_or(const char* key, double fallback) const {
     if (!has(key)) return fallback;
@@ -221,6 +229,48 @@ void read_qwen3_moe_experts(const KeyReader& keys, TransformerConfig& config) {
   }
 }
 
+// Which layers attend within a sliding window, as transformers decides it: Mistral and Mixtral
+// window every layer when sliding_window is set; Qwen2/Qwen3 only with use_sliding_window (else
+// their sliding_window is ignored), the layers from max_window_layers on (transformers' default
+// 28); and layer_types, when config.json lists it (transformers >= 5), names each layer's
+// attention. Llama has no window: a sliding layer there is refused.
+void read_attention_windows(const KeyReader& keys, TransformerConfig& config) {
+  const ModelFamily family = config.family;
+  const bool mistral_like = family == ModelFamily::kMistral || family == ModelFamily::kMixtral;
+  const bool qwen = family == ModelFamily::kQwen2 || family == ModelFamily::kQwen3 ||
+                    family == ModelFamily::kQwen3Moe;
+  int64_t window = 0;
+  if (mistral_like || (qwen && keys.boolean_or("use_sliding_window", false))) {
+    window = keys.size_or("sliding_window", 0, kSlidingWindowLimit);
+  }
+  std::vector<uint8_t> windowed;
+  if (keys.has("layer_types")) {
+    const auto& types = keys.at("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != config.num_layers) {
+      keys.fail("layer_types", "must list one attention type per layer (num_hidden_layers = " +
+                                   std::to_string(config.num_layers) + "), got " +
+                                   io::json_excerpt(types));
+    }
+    for (const auto& t : types) {
+      if (t != "full_attention" && t != "sliding_attention") {
+        keys.fail("layer_types", "contains " + io::json_excerpt(t) + "; zero.cpp knows "
+                                 "\"full_attention\" and \"sliding_attention\"");
+      }
+      if (t == "sliding_attention" && !mistral_like && !qwen) {
+        keys.fail("layer_types", "has a sliding layer, but " + keys.architecture() +
+                                     " has no sliding window");
+      }
+      windowed.push_back(t == "sliding_attention" ? 1 : 0);
+    }
+  } else if (qwen && window > 0) {
+    const int64_t full = keys.count_or("max_window_layers", 28, kLayersLimit);
+    for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+      windowed.push_back(layer >= full ? 1 : 0);
+    }
+  }
+  config.set_attention_windows(window, std::move(windowed));
+}
+
 void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFamily family) {
   config.family = family;
   config.vocab_size = keys.size("vocab_size", kVocabSizeLimit);
@@ -253,31 +303,12 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
   const std::string act = keys.string_or("hidden_act", "silu");
   if (act != "silu") keys.fail("hidden_act", "is \"" + act + "\"; only \"silu\" is supported");
   keys.size_or("pretraining_tp", 1, {1, "tensor-parallel pretraining slices are not supported"});
-  if (keys.has("layer_types")) {
-    // transformers >= 5 lists each layer's attention; per-layer sliding windows (Qwen2's
-    // max_window_layers, Gemma-style alternation) are not supported, a uniform window is.
-    const auto& types = keys.at("layer_types");
-    if (!types.is_array()) keys.fail("layer_types", "must be a list of strings");
-    for (const auto& t : types) {
-      if (t == "full_attention") continue;
-      const bool mistral_like =
-          family == ModelFamily::kMistral || family == ModelFamily::kMixtral;
-      if (t == "sliding_attention" && mistral_like) continue;
-      keys.fail("layer_types", "contains " + io::json_excerpt(t) +
-                                   "; only full attention (or Mistral's and Mixtral's uniform "
-                                   "sliding window) is supported");
-    }
-  }
   switch (family) {
     case ModelFamily::kQwen2:
       config.architecture = "Qwen2ForCausalLM";
       config.qkv_bias = true;  // Qwen2 always has q/k/v biases and none elsewhere
       config.attn_out_bias = false;
       config.mlp_bias = false;
-      if (keys.boolean_or("use_sliding_window", false)) {
-        keys.fail("use_sliding_window", "is true; Qwen2's per-layer sliding window is not supported "
-                                        "yet (set it to false to use full attention)");
-      }
       break;
     case ModelFamily::kQwen3:
     case ModelFamily::kQwen3Moe:
@@ -287,21 +318,15 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
       config.qkv_bias = config.attn_out_bias = keys.boolean_or("attention_bias", false);
       config.mlp_bias = false;
       config.qk_norm = true;
-      if (keys.boolean_or("use_sliding_window", false)) {
-        keys.fail("use_sliding_window", "is true; Qwen3's per-layer sliding window is not "
-                                        "supported yet (set it to false to use full attention)");
-      }
       if (family == ModelFamily::kQwen3Moe) read_qwen3_moe_experts(keys, config);
       break;
     case ModelFamily::kMistral:
       config.architecture = "MistralForCausalLM";
       config.qkv_bias = config.attn_out_bias = config.mlp_bias = false;
-      config.sliding_window = keys.size_or("sliding_window", 0, kSlidingWindowLimit);
       break;
     case ModelFamily::kMixtral:
       config.architecture = "MixtralForCausalLM";
       config.qkv_bias = config.attn_out_bias = config.mlp_bias = false;
-      config.sliding_window = keys.size_or("sliding_window", 0, kSlidingWindowLimit);
       read_mixtral_experts(keys, config);
       break;
     default:
@@ -310,6 +335,7 @@ void read_llama_like(const KeyReader& keys, TransformerConfig& config, ModelFami
       config.mlp_bias = keys.boolean_or("mlp_bias", false);
       break;
   }
+  read_attention_windows(keys, config);
 }
 
 std::string supported_architectures() {
@@ -425,8 +451,22 @@ nlohmann::json TransformerConfig::to_hf_json() const {
     json["mlp_bias"] = mlp_bias;
   }
   if (is_qwen3()) json["attention_bias"] = qkv_bias;
+  const bool qwen = family == ModelFamily::kQwen2 || is_qwen3();
   if (family == ModelFamily::kMistral || family == ModelFamily::kMixtral) {
     json["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nlohmann::json();
+  }
+  if (qwen) {
+    // Qwen reads sliding_window only with use_sliding_window; an unused value stays as it came.
+    json["use_sliding_window"] = sliding_window > 0;
+    if (sliding_window > 0) json["sliding_window"] = sliding_window;
+  }
+  if (!windowed_layers.empty() || json.contains("layer_types")) {
+    // Each layer's attention, as transformers >= 5 reads it (it outranks max_window_layers).
+    nlohmann::json types = nlohmann::json::array();
+    for (int64_t layer = 0; layer < num_layers; ++layer) {
+      types.push_back(window_of_layer(layer) > 0 ? "sliding_attention" : "full_attention");
+    }
+    json["layer_types"] = types;
   }
   if (family == ModelFamily::kQwen3Moe) {
     json["num_experts"] = num_experts;
@@ -466,6 +506,9 @@ void TransformerConfig::validate(const std::string& source) const {
           "a Mixtral model needs num_local_experts and num_experts_per_tok");
   require(is_moe() || family != ModelFamily::kQwen3Moe,
           "a Qwen3-MoE model needs num_experts and num_experts_per_tok");
+  require(windowed_layers.empty() ||
+              (sliding_window > 0 && static_cast<int64_t>(windowed_layers.size()) == num_layers),
+          "the per-layer sliding windows must name every layer, with a sliding_window set");
   require(router_aux_loss_coef >= 0.0 && std::isfinite(router_aux_loss_coef),
           "router_aux_loss_coef must be a number >= 0");
   require(!qk_norm || norm == NormKind::kRmsNorm,
@@ -475,6 +518,25 @@ void TransformerConfig::validate(const std::string& source) const {
   require(!is_moe() || family == ModelFamily::kMixtral || family == ModelFamily::kQwen3Moe,
           std::string("experts are part of Mixtral and Qwen3-MoE models, not ") +
               family_name(family));
+}
+
+void TransformerConfig::set_attention_windows(int64_t window, std::vector<uint8_t> windowed) {
+  const auto count = std::count(windowed.begin(), windowed.end(), uint8_t{1});
+  if (window <= 0 || (!windowed.empty() && count == 0)) {
+    sliding_window = 0;  // no layer is windowed
+    windowed_layers.clear();
+    return;
+  }
+  sliding_window = window;
+  if (count == static_cast<int64_t>(windowed.size())) windowed.clear();  // every layer: uniform
+  windowed_layers = std::move(windowed);
+}
+
+int64_t TransformerConfig::window_of_layer(int64_t layer) const {
+  if (windowed_layers.empty()) return sliding_window;
+  ZERO_CHECK(layer >= 0 && layer < static_cast<int64_t>(windowed_layers.size()),
+             "layer " << layer << " of " << windowed_layers.size());
+  return windowed_layers[static_cast<size_t>(layer)] != 0 ? sliding_window : 0;
 }
 
 int64_t TransformerConfig::num_parameters() const {

@@ -41,7 +41,11 @@ struct TransformerConfig {
   bool attn_out_bias = true;      // bias on the attention output projection
   bool mlp_bias = true;
   bool norm_bias = true;          // LayerNorm has a bias; RMSNorm never does
-  int64_t sliding_window = 0;     // 0: full causal attention
+  // 0: full causal attention. Otherwise each query sees the last sliding_window positions, in
+  // every layer or, when windowed_layers is not empty, in the layers it marks 1 (Qwen2/Qwen3's
+  // max_window_layers, transformers' layer_types); set both through set_attention_windows.
+  int64_t sliding_window = 0;
+  std::vector<uint8_t> windowed_layers;
   // Qwen3: each query and key head is RMS-normalised over head_dim (weights q_norm and k_norm of
   // head_dim elements, Backend::qk_rmsnorm_forward) after the projection, before rotary.
   bool qk_norm = false;
@@ -78,6 +82,11 @@ struct TransformerConfig {
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   bool is_moe() const { return num_experts > 0; }
+  // The window of layer `layer` (0: full attention there).
+  int64_t window_of_layer(int64_t layer) const;
+  // `window` in the layers `windowed` marks (empty: all of them); stored uniform when every
+  // layer or none is windowed.
+  void set_attention_windows(int64_t window, std::vector<uint8_t> windowed = {});
   // Qwen3 and Qwen3-MoE.
   bool is_qwen3() const {
     return family == ModelFamily::kQwen3 || family == ModelFamily::kQwen3Moe;

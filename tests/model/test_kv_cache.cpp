@@ -146,9 +146,13 @@ TEST(KvCache, MixtralCachedStepsGiveTheFullForwardLogits) {
 
 // Qwen3 normalises each new token's query and key heads before they are rotated and cached:
 // the cached steps give the full forward's f64 logits (1e-12 as above).
+// Windows in some layers only (layers 1 and 3 within 5 positions, as Qwen's layer_types may
+// say), so each block's cache reads its own window.
 TEST(KvCache, Qwen3CachedStepsGiveTheFullForwardLogits) {
   backend::CpuBackend cpu;
-  auto model = build_transformer(preset_config("tiny-qwen3"), cpu, DType::kF64);
+  TransformerConfig config = preset_config("tiny-qwen3");
+  config.set_attention_windows(5, {0, 1, 0, 1});
+  auto model = build_transformer(config, cpu, DType::kF64);
   init_parameters(*model, 12, 0.2);
   const Tensor ids = random_ids(2, 14, model->config()->vocab_size, 6);
   for (int64_t prompt : {int64_t{1}, int64_t{6}}) {

@@ -91,10 +91,10 @@ TEST(Qwen3Config, HeadDimDefaultsTo128AndBiasCoversTheAttention) {
 TEST(Qwen3Config, SettingsZeroCppLacksAreRefusedByName) {
   nlohmann::json json = qwen3_06b_json();
   json["use_sliding_window"] = true;
-  EXPECT_NE(config_error(json).find("use_sliding_window"), std::string::npos)
-      << config_error(json);
-  json = qwen3_06b_json();
-  json["layer_types"] = {"full_attention", "sliding_attention"};
+  json["sliding_window"] = nullptr;  // a window needs its size
+  const TransformerConfig c = TransformerConfig::from_hf_json(json, "config.json");
+  EXPECT_EQ(c.sliding_window, 0);
+  json["layer_types"] = {"full_attention", "sliding_attention"};  // 2 of 28 layers
   EXPECT_NE(config_error(json).find("layer_types"), std::string::npos) << config_error(json);
   json = qwen3_06b_json();
   json["head_dim"] = 127;  // rotary pairs need an even head size
@@ -293,7 +293,7 @@ Matrix sparse_mlp(Model& model, const TransformerConfig& c, const std::string& p
   return out;
 }
 
-// Logits [B*T, V] of a Qwen3 or Qwen3-MoE model (no sliding window) for `ids` [B, T].
+// Logits [B*T, V] of a Qwen3 or Qwen3-MoE model (with its per-layer windows) for `ids` [B, T].
 Matrix reference_logits(Model& model, const TransformerConfig& c, const Tensor& ids) {
   const int64_t batch = ids.size(0), seq = ids.size(1), hid = c.hidden_size;
   const int64_t heads = c.num_heads, kv_heads = c.num_kv_heads, d = c.head_dim;
@@ -321,14 +321,17 @@ Matrix reference_logits(Model& model, const TransformerConfig& c, const Tensor& 
     rotate(q, seq, heads * d, d, c.rope_theta);
     rotate(k, seq, kv_heads * d, d, c.rope_theta);
     Matrix attn(static_cast<size_t>(rows * heads * d), 0.0);
+    // This layer's window: query i sees keys i - window < j <= i (all j <= i without one).
+    const int64_t window = c.window_of_layer(layer);
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t head = 0; head < heads; ++head) {
         const int64_t kv_head = head / (heads / kv_heads);
         for (int64_t i = 0; i < seq; ++i) {
           const double* qi = q.data() + ((b * seq + i) * heads + head) * d;
-          std::vector<double> scores(static_cast<size_t>(i + 1));
+          const int64_t first = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+          std::vector<double> scores(static_cast<size_t>(i + 1), -INFINITY);
           double top = -INFINITY;
-          for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t j = first; j <= i; ++j) {
             const double* kj = k.data() + ((b * seq + j) * kv_heads + kv_head) * d;
             double s = 0.0;
             for (int64_t e = 0; e < d; ++e) s += qi[e] * kj[e];
@@ -338,7 +341,7 @@ Matrix reference_logits(Model& model, const TransformerConfig& c, const Tensor& 
           double total = 0.0;
           for (double& s : scores) total += (s = std::exp(s - top));
           double* out = attn.data() + ((b * seq + i) * heads + head) * d;
-          for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t j = first; j <= i; ++j) {
             const double* vj = v.data() + ((b * seq + j) * kv_heads + kv_head) * d;
             const double p_ij = scores[static_cast<size_t>(j)] / total;
             for (int64_t e = 0; e < d; ++e) out[e] += p_ij * vj[e];
@@ -440,6 +443,25 @@ TEST(Qwen3MoeModel, LogitsEqualHuggingFacesForwardWrittenOut) {
               1e-12)
         << (normalise ? "norm_topk_prob" : "not renormalised");
   }
+}
+
+// use_sliding_window with max_window_layers 1 of 2: the first layer attends to everything,
+// the second within 3 positions of 9 (a per-layer window changes the logits by > 1e-3 here).
+TEST(Qwen3Model, PerLayerWindowsAsHuggingFaceDecidesThem) {
+  nlohmann::json json = preset_config("tiny-qwen3").to_hf_json();
+  json["num_hidden_layers"] = 2;
+  json["use_sliding_window"] = true;
+  json["sliding_window"] = 3;
+  json["max_window_layers"] = 1;
+  const TransformerConfig config = TransformerConfig::from_hf_json(json, "config.json");
+  ASSERT_EQ(config.window_of_layer(0), 0);
+  ASSERT_EQ(config.window_of_layer(1), 3);
+  backend::CpuBackend cpu;
+  auto model = build_transformer(config, cpu, DType::kF64);
+  init_parameters(*model, 8, 0.2);
+  const Tensor ids = token_ids(2, 9, config.vocab_size);
+  EXPECT_LE(relative_difference(model_logits(*model, ids), reference_logits(*model, config, ids)),
+            1e-12);
 }
 
 // The norms make attention blind to each head's query and key scale (up to eps): scaling the

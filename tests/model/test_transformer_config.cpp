@@ -69,8 +69,64 @@ TEST(TransformerConfig, Qwen2HasQkvBiasOnly) {
   EXPECT_TRUE(c.qkv_bias);
   EXPECT_FALSE(c.attn_out_bias);
   EXPECT_EQ(c.sliding_window, 0);
+}
+
+// Which layers attend within a window, as transformers decides it, and back to config.json.
+TEST(TransformerConfig, PerLayerSlidingWindows) {
+  nlohmann::json j = llama_json();
+  const int64_t layers = j["num_hidden_layers"].get<int64_t>();
+  ASSERT_GE(layers, 2);
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j["model_type"] = "qwen2";
   j["use_sliding_window"] = true;
-  expect_config_error(j, {"use_sliding_window"});
+  j["sliding_window"] = 4;
+  j["max_window_layers"] = 1;  // layer 0 full, the rest windowed
+  TransformerConfig c = TransformerConfig::from_hf_json(j, "qwen2");
+  EXPECT_EQ(c.window_of_layer(0), 0);
+  for (int64_t l = 1; l < layers; ++l) EXPECT_EQ(c.window_of_layer(l), 4) << l;
+  nlohmann::json back = c.to_hf_json();
+  EXPECT_EQ(back["use_sliding_window"], true);
+  ASSERT_EQ(back["layer_types"].size(), static_cast<size_t>(layers));
+  EXPECT_EQ(back["layer_types"][0], "full_attention");
+  EXPECT_EQ(back["layer_types"][1], "sliding_attention");
+  const TransformerConfig again = TransformerConfig::from_hf_json(back, "qwen2");
+  for (int64_t l = 0; l < layers; ++l) EXPECT_EQ(again.window_of_layer(l), c.window_of_layer(l));
+  // max_window_layers 0: every layer windowed, kept as one uniform window.
+  j["max_window_layers"] = 0;
+  c = TransformerConfig::from_hf_json(j, "qwen2");
+  EXPECT_TRUE(c.windowed_layers.empty());
+  EXPECT_EQ(c.window_of_layer(layers - 1), 4);
+  // layer_types outranks max_window_layers; without use_sliding_window Qwen has no window.
+  j["layer_types"] = nlohmann::json::array();
+  for (int64_t l = 0; l < layers; ++l) {
+    j["layer_types"].push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+  }
+  c = TransformerConfig::from_hf_json(j, "qwen2");
+  EXPECT_EQ(c.window_of_layer(0), 4);
+  EXPECT_EQ(c.window_of_layer(1), 0);
+  j["use_sliding_window"] = false;
+  c = TransformerConfig::from_hf_json(j, "qwen2");
+  EXPECT_EQ(c.window_of_layer(0), 0);
+  EXPECT_EQ(c.sliding_window, 0);
+  // Mistral: layer_types picks the windowed layers; a Llama has no window to pick.
+  j = llama_json();
+  j["architectures"] = {"MistralForCausalLM"};
+  j["sliding_window"] = 8;
+  j["layer_types"] = nlohmann::json::array();
+  for (int64_t l = 0; l < layers; ++l) {
+    j["layer_types"].push_back(l == 0 ? "full_attention" : "sliding_attention");
+  }
+  c = TransformerConfig::from_hf_json(j, "mistral");
+  EXPECT_EQ(c.window_of_layer(0), 0);
+  EXPECT_EQ(c.window_of_layer(1), 8);
+  j["architectures"] = {"LlamaForCausalLM"};
+  expect_config_error(j, {"layer_types", "no sliding window"});
+  j["architectures"] = {"MistralForCausalLM"};
+  j["layer_types"] = {"full_attention"};
+  expect_config_error(j, {"layer_types", "one attention type per layer"});
+  j["layer_types"] = nlohmann::json::array();
+  for (int64_t l = 0; l < layers; ++l) j["layer_types"].push_back("chunked_attention");
+  expect_config_error(j, {"layer_types", "chunked_attention"});
 }
 
 TEST(TransformerConfig, MistralSlidingWindow) {
