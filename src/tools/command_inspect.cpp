@@ -63,6 +63,13 @@ void describe_model_folder(const std::string& dir) {
   std::printf("  vocabulary %lld, positions %lld, intermediate %lld, tied embeddings %s\n",
               static_cast<long long>(config.vocab_size), static_cast<long long>(config.max_position_embeddings),
               static_cast<long long>(config.intermediate_size), config.tie_word_embeddings ? "yes" : "no");
+  if (config.sliding_window > 0) {
+    int64_t windowed = 0;
+    for (int64_t l = 0; l < config.num_layers; ++l) windowed += config.window_of_layer(l) > 0;
+    std::printf("  sliding window of %lld positions in %lld of %lld layers\n",
+                static_cast<long long>(config.sliding_window), static_cast<long long>(windowed),
+                static_cast<long long>(config.num_layers));
+  }
   if (config.qk_norm) {
     std::printf("  query and key heads RMS-normalised before rotary (q_norm, k_norm)\n");
   }

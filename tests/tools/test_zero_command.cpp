@@ -106,6 +106,7 @@ TEST_F(ZeroCommand, Qwen3TrainsConvertsAndInspects) {
   EXPECT_NE(inspect.output.find("head dim 48"), std::string::npos) << inspect.output;
   EXPECT_NE(inspect.output.find("query and key heads RMS-normalised"), std::string::npos)
       << inspect.output;
+  EXPECT_EQ(inspect.output.find("sliding window"), std::string::npos) << inspect.output;
 }
 
 TEST_F(ZeroCommand, Fp16RunShowsLossScaleAndSkippedSteps) {
@@ -160,6 +161,10 @@ TEST_F(ZeroCommand, PrepareTrainAndInspectText) {
   EXPECT_NE(shard.output.find("token shard"), std::string::npos) << shard.output;
   const Result folder = run("inspect " + std::string(ZERO_TEST_FIXTURES) + "/hf/tiny-llama");
   EXPECT_NE(folder.output.find("LlamaForCausalLM"), std::string::npos) << folder.output;
+  const Result windowed = run("inspect " + std::string(ZERO_TEST_FIXTURES) + "/hf/tiny-mistral");
+  EXPECT_NE(windowed.output.find("sliding window of 5 positions in 2 of 2 layers"),
+            std::string::npos)
+      << windowed.output;
   const Result missing = run("prepare --out " + train + " " + (dir_ / "missing.txt").string());
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("missing.txt"), std::string::npos) << missing.output;

@@ -155,6 +155,10 @@ def main(out_dir):
     write_fixture(out_dir, "tiny-qwen3", Qwen3ForCausalLM(Qwen3Config(
         **qwen3, rope_theta=1000000.0, attention_bias=False, tie_word_embeddings=True,
         use_sliding_window=False)))
+    # Qwen3 with use_sliding_window: layer 0 full, layer 1 within 5 positions (T = 16).
+    write_fixture(out_dir, "tiny-qwen3-window", Qwen3ForCausalLM(Qwen3Config(
+        **qwen3, rope_theta=1000000.0, attention_bias=False, tie_word_embeddings=True,
+        use_sliding_window=True, sliding_window=5, max_window_layers=1)))
     # Qwen3-MoE: Qwen3's attention, 4 experts of 48, 2 per token, not renormalised (the config's
     # default), untied. 32 tokens over 4 experts: every expert gets some.
     write_fixture(out_dir, "tiny-qwen3-moe", Qwen3MoeForCausalLM(Qwen3MoeConfig(
