@@ -98,8 +98,8 @@ struct TransformerConfig {
 // FFN 5632, vocabulary 32000, untied: the GPU speed benchmark's shape), "tiny-qwen3"
 // (tiny-llama's sizes with head_dim 48, q/k head norms and a tied head), "tiny-qwen3-moe"
 // (tiny-qwen3's attention, untied, with 8 experts of width 64, 2 per token, not renormalised),
-// "tiny-mixtral" (tiny-llama's attention with 8 experts of width 176, 2 per token). Throws ConfigError listing
-// the presets for an unknown name.
+// "tiny-mixtral" (tiny-llama's attention with 8 experts of width 176, 2 per token). Throws
+// ConfigError listing the presets for an unknown name.
 TransformerConfig preset_config(std::string_view name);
 std::vector<std::string> preset_names();
 

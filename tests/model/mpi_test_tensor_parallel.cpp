@@ -50,8 +50,9 @@ struct TpCase {
 };
 
 TransformerConfig tiny_config(const TpCase& c) {
-  TransformerConfig config =
-      preset_config(c.family == "gpt2" ? "tiny" : c.family == "qwen3" ? "tiny-qwen3" : "tiny-llama");
+  TransformerConfig config = preset_config(c.family == "gpt2"    ? "tiny"
+                                           : c.family == "qwen3" ? "tiny-qwen3"
+                                                                 : "tiny-llama");
   config.vocab_size = c.family == "gpt2" ? 67 : 71;
   config.hidden_size = 16;
   config.num_layers = 2;
