@@ -8,7 +8,6 @@
 // at N ranks and stage 2 resumes at one rank and stage 0, bit for bit.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -18,6 +17,7 @@
 #include "comm/world.h"
 #include "engine/zero_harness.h"
 #include "sharding/partition_layout.h"
+#include "support/job_directory.h"
 
 namespace zero::engine {
 namespace {
@@ -91,19 +91,13 @@ INSTANTIATE_TEST_SUITE_P(StagesAndModels, MuonEquivalence,
                                   std::to_string(std::get<1>(param_info.param));
                          });
 
-fs::path job_directory(comm::Comm& world, const std::string& name) {
-  const long job = static_cast<long>(world.all_reduce_scalar(
-      world.rank() == 0 ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax));
-  return fs::temp_directory_path() / (name + "_" + std::to_string(job));
-}
-
 // A checkpoint of N ranks at stage 2 (each rank's shard of the momentum and of the compact
 // second moment, expanded to the partition) loads into one rank at stage 0, which then takes
 // the N-rank run's next steps bit for bit.
 TEST(MuonCheckpoint, ReshardsFromNRanksAtStageTwoToOneRankAtStageZero) {
   comm::Comm& world = comm::world();
   const int n = world.world_size();
-  const fs::path dir = job_directory(world, "zero_muon_reshard");
+  const fs::path dir = zero::testing::job_directory(world, "zero_muon_reshard");
   backend::CpuBackend cpu;
   Engine sharded(small_model("llama", cpu), muon_settings(2, 1, n), world);
   for (int step = 0; step < 3; ++step) train_step(sharded, step, world.rank(), kSeqLen);

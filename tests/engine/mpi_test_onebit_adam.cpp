@@ -7,7 +7,6 @@
 // another world size with the errors restarted.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include "comm/world.h"
 #include "engine/zero_harness.h"
 #include "io/safetensors_reader.h"
+#include "support/job_directory.h"
 
 namespace zero::engine {
 namespace {
@@ -41,12 +41,6 @@ bool same_on_every_rank(comm::Comm& world, const std::vector<float>& values) {
   return world.all_reduce_scalar(same ? 0.0 : 1.0, comm::ReduceOp::kSum) == 0.0;
 }
 
-fs::path job_directory(comm::Comm& world, const std::string& name) {
-  const long job = static_cast<long>(world.all_reduce_scalar(
-      world.rank() == 0 ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax));
-  return fs::temp_directory_path() / (name + "_" + std::to_string(job));
-}
-
 TEST(OneBitAdamEngine, WarmUpIsAdamWithoutBiasCorrection) {
   comm::Comm& world = comm::world();
   backend::CpuBackend cpu;
@@ -62,7 +56,7 @@ TEST(OneBitAdamEngine, WarmUpIsAdamWithoutBiasCorrection) {
 
 TEST(OneBitAdamEngine, CompressedStageKeepsRanksInStepAndLearns) {
   comm::Comm& world = comm::world();
-  const fs::path dir = job_directory(world, "zero_onebit_stage");
+  const fs::path dir = zero::testing::job_directory(world, "zero_onebit_stage");
   backend::CpuBackend cpu;
   // A variance that has settled by freeze_step (beta2 0.9 over 12 steps): frozen after a few
   // steps of beta2 0.999 without bias correction it would be ~300x too small, and the
@@ -121,7 +115,7 @@ TEST(OneBitAdamEngine, CompressedStageKeepsRanksInStepAndLearns) {
 TEST(OneBitAdamEngine, ResumesInTheCompressedStageBitForBit) {
   comm::Comm& world = comm::world();
   const int n = world.world_size();
-  const fs::path dir = job_directory(world, "zero_onebit_resume");
+  const fs::path dir = zero::testing::job_directory(world, "zero_onebit_resume");
   backend::CpuBackend cpu;
   const EngineSettings settings = onebit_settings(n);
   Engine straight(small_model("gpt2", cpu), settings, world);

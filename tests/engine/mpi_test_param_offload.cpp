@@ -18,6 +18,7 @@
 #include "comm/world.h"
 #include "engine/zero_harness.h"
 #include "sharding/partition_store.h"
+#include "support/job_directory.h"
 
 namespace zero::engine {
 namespace {
@@ -164,9 +165,7 @@ std::vector<double> gather_scalars(comm::Comm& comm, const std::vector<double>& 
 TEST(ParamOffloadCheckpoint, SavedFromNvmeResumesWithoutOffloadAndAtOneRank) {
   comm::Comm& world = comm::world();
   const int n = world.world_size();
-  const long job = static_cast<long>(world.all_reduce_scalar(
-      world.rank() == 0 ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax));
-  const fs::path ckpt = fs::temp_directory_path() / ("zero_mpi_param_offload_ckpt_" + std::to_string(job));
+  const fs::path ckpt = zero::testing::job_directory(world, "zero_mpi_param_offload_ckpt");
   RankSwapDir swap;
   backend::CpuBackend cpu;
   const Mode nvme{OffloadDevice::kNvme, false};

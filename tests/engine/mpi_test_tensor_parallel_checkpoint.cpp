@@ -16,7 +16,6 @@
 //   * A checkpoint whose logical shapes do not match the model is refused naming the tensor.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -36,6 +35,7 @@
 #include "engine/zero_harness.h"
 #include "model/hf_checkpoint.h"
 #include "model/tensor_parallel.h"
+#include "support/job_directory.h"
 
 namespace zero::engine {
 namespace {
@@ -120,13 +120,6 @@ std::string file_bytes(const fs::path& path) {
   return bytes;
 }
 
-// A folder every rank of the job agrees on (named after rank 0's pid).
-fs::path job_dir(comm::Comm& world, const std::string& stem) {
-  const long job = static_cast<long>(world.all_reduce_scalar(
-      world.rank() == 0 ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax));
-  return fs::temp_directory_path() / (stem + std::to_string(job));
-}
-
 struct SaveCase {
   std::string family;
   int tp;  // saved at tp x (world / tp)
@@ -139,7 +132,7 @@ TEST_P(TensorParallelCheckpointTest, ResumesAtEveryLayout) {
   const SaveCase c = GetParam();
   comm::Comm& world = comm::world();
   if (world.world_size() % c.tp != 0) GTEST_SKIP() << "tp does not divide the world";
-  const fs::path dir = job_dir(world, "zero_tp_ckpt_");
+  const fs::path dir = zero::testing::job_directory(world, "zero_tp_ckpt");
   const model::TransformerConfig config = small_config(c.family);
   backend::CpuBackend cpu;
   const Layout saved_layout{c.tp, c.stage};
@@ -231,7 +224,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, TensorParallelCheckpointTest,
 // tp = 1 give those bytes too.
 TEST(TensorParallelHfExport, GivesTheWholeModelsFolder) {
   comm::Comm& world = comm::world();
-  const fs::path dir = job_dir(world, "zero_tp_hf_");
+  const fs::path dir = zero::testing::job_directory(world, "zero_tp_hf");
   backend::CpuBackend cpu;
   const model::TransformerConfig config = small_config("gpt2");  // fused c_attn, Conv1D, odd vocab
   const int tp = world.world_size();
@@ -276,7 +269,7 @@ TEST(TensorParallelHfExport, GivesTheWholeModelsFolder) {
 // the tensor and both shapes before anything is loaded.
 TEST(TensorParallelCheckpointErrors, AnotherModelsShapesAreRefusedNamingTheTensor) {
   comm::Comm& world = comm::world();
-  const fs::path dir = job_dir(world, "zero_tp_bad_");
+  const fs::path dir = zero::testing::job_directory(world, "zero_tp_bad");
   backend::CpuBackend cpu;
   model::TransformerConfig config = small_config("llama");
   {

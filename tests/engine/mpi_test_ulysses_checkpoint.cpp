@@ -13,7 +13,6 @@
 // sequence split associates the loss and gradient sums differently from one rank.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,6 +25,7 @@
 #include "comm/self_comm.h"
 #include "comm/world.h"
 #include "engine/zero_harness.h"
+#include "support/job_directory.h"
 
 namespace zero::engine {
 namespace {
@@ -115,10 +115,8 @@ TEST_P(UlyssesCheckpoint, SaveAtSequenceParallelTwoResumesInEveryLayout) {
   comm::Comm& world = comm::world();
   const int n = world.world_size();
   const int dp = n / 2;
-  const long job = static_cast<long>(world.all_reduce_scalar(
-      world.rank() == 0 ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax));
-  const fs::path dir = fs::temp_directory_path() /
-                       ("zero_ulysses_ckpt_" + std::to_string(job) + "_" + std::to_string(stage));
+  const fs::path dir =
+      zero::testing::job_directory(world, "zero_ulysses_ckpt_stage" + std::to_string(stage));
   backend::CpuBackend cpu;
 
   // The uninterrupted run, saving at step 3 on the way.

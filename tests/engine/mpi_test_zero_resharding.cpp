@@ -5,7 +5,6 @@
 // matches to f32 rounding.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include "comm/self_comm.h"
 #include "comm/world.h"
 #include "engine/zero_harness.h"
+#include "support/job_directory.h"
 
 namespace zero::engine {
 namespace {
@@ -24,9 +24,7 @@ constexpr int64_t kSeqLen = 8;
 TEST(ZeroResharding, SaveAtFourStageThreeLoadAtTwoAndOne) {
   comm::Comm& world = comm::world();
   ASSERT_EQ(world.world_size(), 4);
-  const long job = static_cast<long>(world.all_reduce_scalar(
-      world.rank() == 0 ? static_cast<double>(::getpid()) : 0.0, comm::ReduceOp::kMax));
-  const fs::path dir = fs::temp_directory_path() / ("zero_reshard_" + std::to_string(job));
+  const fs::path dir = zero::testing::job_directory(world, "zero_reshard");
 
   backend::CpuBackend cpu;
   Engine straight(small_model("gpt2", cpu), zero_settings(3, 2, 1, 4), world);
