@@ -1,10 +1,15 @@
 // Shared by the query/key RMSNorm op tests (test_qk_norm_ops.cpp on the CPU backends,
-// test_cuda_qk_norm.cpp against them): a call's shape and its random inputs.
+// test_cuda_qk_norm.cpp against them): a call's shape, its random inputs, the bad-call check.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "backend/backend_test_values.h"
+#include "core/error.h"
 
 namespace zero::backend::qk_norm_test {
 
@@ -29,5 +34,19 @@ struct QkInputs {
         dq_start(backend_test::random_values(s.dim, seed + 4)),
         dk_start(backend_test::random_values(s.dim, seed + 5)) {}
 };
+
+// Runs `call`, which must throw ShapeError whose message contains every one of `names`.
+inline void expect_shape_error(const std::function<void()>& call,
+                               const std::vector<std::string>& names, const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << what << ": no error";
+  } catch (const ShapeError& e) {
+    const std::string message = e.what();
+    for (const std::string& name : names) {
+      EXPECT_NE(message.find(name), std::string::npos) << what << ": " << message;
+    }
+  }
+}
 
 }  // namespace zero::backend::qk_norm_test

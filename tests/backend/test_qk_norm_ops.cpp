@@ -365,19 +365,7 @@ TEST_P(QkNormOps, SixteenBitInputsTakeF32Weights) {
   }
 }
 
-// Runs `call`, which must throw ShapeError whose message contains every one of `names`.
-void expect_shape_error(const std::function<void()>& call,
-                        const std::vector<std::string>& names, const std::string& what) {
-  try {
-    call();
-    ADD_FAILURE() << what << ": no error";
-  } catch (const ShapeError& e) {
-    const std::string message = e.what();
-    for (const std::string& name : names) {
-      EXPECT_NE(message.find(name), std::string::npos) << what << ": " << message;
-    }
-  }
-}
+using qk_norm_test::expect_shape_error;
 
 TEST_P(QkNormOps, BadCallsNameTheArgument) {
   auto be = make(GetParam());
