@@ -54,14 +54,14 @@ cuda_tests=(backend_test_cuda_runtime backend_test_cuda_ops backend_test_cuda_vo
             backend_test_cuda_gemm_autotune backend_test_cuda_cublaslt_library
             backend_test_cuda_gelu_epilogue backend_test_cuda_onebit backend_test_cuda_muon
             backend_test_cuda_cached_attention generation_test_cuda_generation
-            backend_test_cuda_moe backend_test_cuda_qk_norm)
+            backend_test_cuda_moe backend_test_cuda_qk_norm backend_test_cuda_int8_groups)
 # The op tests compute-sanitizer runs (`sanitize`): every kernel's own test. In
 # backend_test_cuda_ops only the kernel tests (the rest drive whole models, slow under racecheck).
 sanitize_binaries=(backend_test_cuda_ops backend_test_cuda_norms backend_test_cuda_pointwise_vectors
                    backend_test_cuda_column_sums backend_test_cuda_mixed_gradients
                    backend_test_cuda_attention_variants backend_test_cuda_gelu_epilogue
                    backend_test_cuda_onebit backend_test_cuda_muon backend_test_cuda_cached_attention
-                   backend_test_cuda_moe backend_test_cuda_qk_norm)
+                   backend_test_cuda_moe backend_test_cuda_qk_norm backend_test_cuda_int8_groups)
 sanitize_ops_filter='CudaOps.Embedding*:CudaOps.Norms*:CudaOps.Attention*:CudaOps.CrossEntropy*:CudaOps.Sums*:CudaOps.Rounding*:CudaOps.CopyWith*:CudaOps.Optimizer*:CudaOps.Rope*:CudaOps.Large*'
 # Multi-rank GPU tests, run as `mpirun -np 2` (ranks sharing the one GPU through HostStagedComm).
 mpi_cuda_tests=(engine_mpi_test_cuda_host_staged)

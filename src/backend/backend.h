@@ -476,6 +476,17 @@ class Backend {
   virtual void onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
                                  const OneBitLayout& layout) = 0;
 
+  // ---- int8 group quantization (ZeRO++'s quantized gathers and reductions) -------------------
+  // The arithmetic and the packed layout: backend/int8_groups.h. `values` is contiguous f32, bf16
+  // or f16 (read as f32); `packed` contiguous u8 [Int8Groups{values.numel(), group}
+  // .packed_bytes()]. Each scale is an f32 division, each code a round-half-to-even f32 division;
+  // every backend gives the same bytes.
+  virtual void quantize_int8_groups(Tensor& packed, const Tensor& values, int64_t group) = 0;
+  // values = code * scale (f32 product), or with `accumulate` values + code * scale (f32 sum,
+  // no fused multiply-add), rounded to values' dtype to nearest even.
+  virtual void dequantize_int8_groups(Tensor& values, const Tensor& packed, int64_t group,
+                                      bool accumulate) = 0;
+
  protected:
   // The copies behind the counted wrappers (whole contiguous tensors).
   virtual void do_copy_from_host(Tensor& dst, const void* src) = 0;

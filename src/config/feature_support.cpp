@@ -10,7 +10,9 @@
 // gradient_predivide_factor, zero_optimization.reduce_scatter false, the csv_monitor and
 // tensorboard monitors, every activation_checkpointing key
 // (model/activation_checkpointer.h), optimizer and parameter offload to CPU memory and NVMe
-// (partial optimizer offload, ratio < 1, to CPU memory), pipeline and tensor parallelism.
+// (partial optimizer offload, ratio < 1, to CPU memory), pipeline and tensor parallelism,
+// ZeRO++'s zero_quantized_weights, zero_hpz_partition_size and zero_quantized_gradients
+// (sharding/zero_plus_plus.h).
 // Not gated on purpose: the aio section (only NVMe offload reads it),
 // ZeRO tuning knobs that only change memory or speed (bucket sizes, overlap_comm and stage3_*
 // are all honoured; sub_group_size and stage3_gather_16bit_weights_on_model_save need nothing:
@@ -211,23 +213,11 @@ const std::vector<Gate>& gates() {
             },
             "partial optimizer offload to NVMe (ratio < 1 is built for device \"cpu\")", offload,
             "remove the key or set it to 1"),
-        row("zero_optimization.zero_quantized_weights",
-            [](const Config& c) { return when_true(c.zero_optimization.zero_quantized_weights); },
-            "ZeRO++ quantized weight communication", zeropp, off),
         row("zero_optimization.zero_quantized_nontrainable_weights",
             [](const Config& c) {
               return when_true(c.zero_optimization.zero_quantized_nontrainable_weights);
             },
             "ZeRO++ quantized frozen weights", zeropp, off),
-        row("zero_optimization.zero_quantized_gradients",
-            [](const Config& c) { return when_true(c.zero_optimization.zero_quantized_gradients); },
-            "ZeRO++ quantized gradient communication", zeropp, off),
-        row("zero_optimization.zero_hpz_partition_size",
-            [](const Config& c) {
-              const int64_t size = c.zero_optimization.zero_hpz_partition_size;
-              return size > 1 ? std::optional<json>(size) : std::nullopt;
-            },
-            "ZeRO++ hierarchical partitioning", zeropp, "remove the key or set it to 1"),
         row("zero_optimization.zeropp_loco_param",
             [](const Config& c) { return when_set(c.zero_optimization.zeropp_loco_param); },
             "LoCo-ZeRO++", zeropp, "remove the key"),

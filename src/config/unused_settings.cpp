@@ -23,7 +23,10 @@ bool is_stage3_key(const std::string& key) {
       "model_persistence_threshold",   "max_live_parameters",
       "max_reuse_distance",            "gather_16bit_weights_on_model_save",
       "module_granularity_threshold",  "use_all_reduce_for_fetch_params",
-      "allgather_sequential",          "partition_stream_chunk_size"};
+      "allgather_sequential",          "partition_stream_chunk_size",
+      // ZeRO++ (sharding/zero_plus_plus.h) is built on stage 3's gathers.
+      "zero_quantized_weights",        "zero_quantized_gradients",
+      "zero_hpz_partition_size"};
   if (key.rfind("stage3_", 0) == 0) return true;
   for (const std::string& name : kStage3Only) {
     if (key == name) return true;

@@ -137,6 +137,12 @@ MemoryNeed estimate(const model::TransformerConfig& config, const MemoryPrefligh
         checked_sum(need.model_state_bytes, checked_sum(worker, worker / r.world_size, kWhat),
                     kWhat);
   }
+  const int64_t data_parallel = r.world_size / (r.pipeline_stages * r.tensor_parallel);
+  if (r.zero_stage == 3 && r.hpz_partition_size > 1 && data_parallel > 1) {
+    const int64_t secondary =
+        checked_product({shape.total_params, r.param_bytes}, kWhat) / r.hpz_partition_size;
+    need.model_state_bytes = checked_sum(need.model_state_bytes, secondary, kWhat);
+  }
   need.rank_params = shape.total_params;
 
   // The same activation model `zero estimate` uses, at this run's element width (the logits

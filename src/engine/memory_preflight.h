@@ -44,6 +44,10 @@ struct MemoryPreflightRequest {
   // OneBitAdam on more than one rank: its error-feedback buffers, f32 worker errors for every
   // parameter and server errors for 1/world of them (comm/compressed_all_reduce.h).
   bool onebit_compression = false;
+  // ZeRO++'s hpZ (zero_optimization.zero_hpz_partition_size k > 1, stage 3 on several
+  // data-parallel ranks): each rank keeps a 1/k slice of every gathered unit from the forward
+  // to the backward (sharding/zero_plus_plus.h), P/k parameter elements at the peak.
+  int64_t hpz_partition_size = 1;
   // Muon: the blocks' matrices keep one optimizer state instead of Adam's two (4 bytes an
   // element fewer), and its step orthogonalizes one transformer block's matrices at a time, in
   // f32 workspace (the block's proposed updates, and Newton-Schulz's second matrix and two Gram

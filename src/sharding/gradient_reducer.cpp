@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "comm/quantized_collectives.h"
 #include "core/check.h"
 #include "sharding/dtype_ops.h"
 
@@ -121,6 +122,17 @@ void GradientReducer::launch(Tensor& partition_grads) {
       }
       complete(op, partition_grads);
     }
+    return;
+  }
+  if (options_.quantization_group > 0) {
+    op.output = backend_.empty({chunk}, DType::kF32, MemoryCategory::kComm);
+    {
+      ExposedScope blocked(exposed_);
+      comm::quantized_reduce_scatter(backend_, comm_, op.staging, op.output,
+                                     options_.quantization_group);
+    }
+    op.staging = Tensor();
+    complete(op, partition_grads);
     return;
   }
   op.output = backend_.empty({chunk}, comm_dtype_, MemoryCategory::kComm);

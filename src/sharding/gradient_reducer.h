@@ -29,6 +29,10 @@ struct ReductionOptions {
   // 1/gradient_predivide_factor otherwise): keeps 16-bit sums in range. The caller applies the
   // rest of the averaging afterwards.
   double prescale = 1.0;
+  // > 0: ZeRO++'s qgZ - each bucket's reduce-scatter sends int8 codes in groups of this many
+  // elements through one all_to_all (comm/quantized_collectives.h) and the decoded chunks are
+  // summed in f32. Synchronous even with overlap (the Comm has no asynchronous all_to_all).
+  int64_t quantization_group = 0;
 };
 
 class GradientReducer {

@@ -1,6 +1,7 @@
 #include "sharding/parameter_fetcher.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/check.h"
 
@@ -10,7 +11,7 @@ ParameterFetcher::ParameterFetcher(model::Model& model, backend::Backend& backen
                                    comm::Comm& comm, const PartitionLayout& layout,
                                    Source source, const config::ZeroConfig& zero,
                                    std::vector<std::vector<size_t>> needs,
-                                   ExposedCommTime& exposed)
+                                   ExposedCommTime& exposed, GatherOptions gathering)
     : model_(model),
       backend_(backend),
       comm_(comm),
@@ -19,9 +20,17 @@ ParameterFetcher::ParameterFetcher(model::Model& model, backend::Backend& backen
       zero_(zero),
       exposed_(exposed),
       needs_(std::move(needs)),
-      slots_(layout.units().size()) {
+      slots_(layout.units().size()),
+      gathering_(gathering),
+      secondary_(layout.units().size()) {
   ZERO_CHECK((source.partition == nullptr) != (source.full == nullptr),
              "ParameterFetcher needs exactly one source");
+  if (source.full != nullptr) gathering_ = GatherOptions{};
+  if (gathering_.secondary != nullptr) {
+    ZERO_CHECK(comm.world_size() % gathering_.secondary->world_size() == 0,
+               "the hpZ group's size " << gathering_.secondary->world_size()
+                                       << " does not divide the world of " << comm.world_size());
+  }
   const size_t units = needs_.size();
   // The full trace: forward 0..U-1 then backward U-1..0.
   for (size_t u = 0; u < units; ++u) trace_.push_back(needs_[u]);
@@ -52,7 +61,46 @@ int64_t ParameterFetcher::next_use(size_t u, int64_t after) const {
 }
 
 void ParameterFetcher::begin_pass(bool with_backward) {
+  with_backward_ = with_backward;
   pass_length_ = static_cast<int64_t>(with_backward ? trace_.size() : needs_.size());
+}
+
+void ParameterFetcher::release_keeping_secondary(size_t u) {
+  Slot& slot = slots_[u];
+  if (gathering_.secondary != nullptr && with_backward_ && slot.bound &&
+      !secondary_[u].defined()) {
+    // The secondary group's rank k keeps elements [k * m, (k + 1) * m) of the padded unit, so an
+    // all_gather over the group rebuilds it whole. The source is the gathered unit, or the CPU's
+    // f32 working copy of it (whose values are the storage dtype's: the narrowing is exact).
+    const comm::Comm& group = *gathering_.secondary;
+    const int64_t slice = layout_.unit(u).padded_numel / group.world_size();
+    const Tensor& values = slot.gathered.defined() ? slot.gathered : slot.working;
+    const int64_t begin = group.rank() * slice;
+    const int64_t real = std::clamp<int64_t>(layout_.unit(u).numel - begin, 0, slice);
+    secondary_[u] =
+        backend_.zeros({slice}, source_.partition->dtype(), MemoryCategory::kParams);
+    if (real > 0) {
+      Tensor target = secondary_[u].view(0, {real});
+      backend_.copy(target, values.view(begin, {real}));
+    }
+    secondary_elements_ += slice;
+    peak_secondary_elements_ = std::max(peak_secondary_elements_, secondary_elements_);
+  }
+  release(u);
+}
+
+void ParameterFetcher::drop_secondary(size_t u) {
+  if (!secondary_[u].defined()) return;
+  secondary_elements_ -= secondary_[u].numel();
+  secondary_[u] = Tensor();
+}
+
+void ParameterFetcher::wait_for_gather(Slot& slot) {
+  if (!slot.work && !slot.quantized) return;
+  ExposedScope blocked(exposed_);
+  if (slot.work) slot.work->wait();
+  if (slot.quantized) slot.quantized->wait();
+  slot.work.reset();
 }
 
 void ParameterFetcher::start_gather(size_t u, bool async) {
@@ -63,13 +111,31 @@ void ParameterFetcher::start_gather(size_t u, bool async) {
   if (source_.partition != nullptr) {
     slot.gathered =
         backend_.empty({part.padded_numel}, source_.partition->dtype(), MemoryCategory::kComm);
-    slot.shard = source_.partition->read(u, u);
-    if (async) {
-      slot.work = comm_.all_gather_async(slot.shard, slot.gathered);
+    if (secondary_[u].defined()) {
+      // hpZ: within the secondary group, from the slices the unit's first gather left.
+      comm::Comm& group = *gathering_.secondary;
+      if (async) {
+        slot.work = group.all_gather_async(secondary_[u], slot.gathered);
+      } else {
+        ExposedScope blocked(exposed_);
+        group.all_gather(secondary_[u], slot.gathered);
+      }
+    } else if (gathering_.quantization_group > 0) {
+      // qwZ: the shard's int8 codes travel; the quantized copy is taken before this returns.
+      const Tensor shard = source_.partition->read(u, u);
+      std::optional<ExposedScope> blocked;
+      if (!async) blocked.emplace(exposed_);
+      slot.quantized = std::make_unique<comm::QuantizedAllGather>(
+          backend_, comm_, shard, gathering_.quantization_group, async);
     } else {
-      ExposedScope blocked(exposed_);
-      comm_.all_gather(slot.shard, slot.gathered);
-      slot.shard = Tensor();
+      slot.shard = source_.partition->read(u, u);
+      if (async) {
+        slot.work = comm_.all_gather_async(slot.shard, slot.gathered);
+      } else {
+        ExposedScope blocked(exposed_);
+        comm_.all_gather(slot.shard, slot.gathered);
+        slot.shard = Tensor();
+      }
     }
   }
   live_elements_ += part.padded_numel;
@@ -78,10 +144,10 @@ void ParameterFetcher::start_gather(size_t u, bool async) {
 
 void ParameterFetcher::make_ready(size_t u) {
   Slot& slot = slots_[u];
-  if (slot.work) {
-    ExposedScope blocked(exposed_);
-    slot.work->wait();
-    slot.work.reset();
+  wait_for_gather(slot);
+  if (slot.quantized) {
+    slot.quantized->finish(slot.gathered);
+    slot.quantized.reset();
   }
   slot.shard = Tensor();
   if (!slot.bound) {
@@ -113,11 +179,7 @@ void ParameterFetcher::make_ready(size_t u) {
 void ParameterFetcher::release(size_t u) {
   Slot& slot = slots_[u];
   if (!slot.active) return;
-  if (slot.work) {
-    ExposedScope blocked(exposed_);
-    slot.work->wait();  // a buffer may not be freed while a collective writes it
-    slot.work.reset();
-  }
+  wait_for_gather(slot);
   if (slot.bound) model_.bind_unit_params(u, Tensor());
   slot = Slot{};
   live_elements_ -= layout_.unit(u).padded_numel;
@@ -139,7 +201,11 @@ void ParameterFetcher::evict_for(int64_t elements, const std::vector<size_t>& ke
       }
     }
     if (victim == slots_.size()) return;  // only what the current unit needs is left
-    release(victim);
+    if (farthest <= pass_length_) {
+      release_keeping_secondary(victim);  // used again in this pass
+    } else {
+      release(victim);
+    }
   }
 }
 
@@ -191,12 +257,13 @@ void ParameterFetcher::after_use(size_t u, bool backward) {
     const int64_t next = next_use(v, now);
     if (next < 0) {
       release(v);
+      drop_secondary(v);
       continue;
     }
     // Elements other units need between now and the next use: DeepSpeed's reuse distance.
     const int64_t distance = trace_prefix_[static_cast<size_t>(next)] -
                              trace_prefix_[static_cast<size_t>(now) + 1];
-    if (distance >= zero_.stage3_max_reuse_distance) release(v);
+    if (distance >= zero_.stage3_max_reuse_distance) release_keeping_secondary(v);
   }
 }
 
@@ -205,12 +272,16 @@ void ParameterFetcher::end_pass() {
     if (!persistent(u)) release(u);
   }
   for (size_t u = 0; u < slots_.size(); ++u) {
-    if (slots_[u].work) make_ready(u);
+    if (slots_[u].work || slots_[u].quantized) make_ready(u);
+    drop_secondary(u);
   }
 }
 
 void ParameterFetcher::invalidate() {
-  for (size_t u = 0; u < slots_.size(); ++u) release(u);
+  for (size_t u = 0; u < slots_.size(); ++u) {
+    release(u);
+    drop_secondary(u);
+  }
 }
 
 }  // namespace zero::sharding

@@ -10,6 +10,18 @@
 // The order of use is known in advance: forward visits units 0..U-1, backward U-1..0, and a
 // unit that borrows another unit's parameters (a tied LM head) needs both. Buffers are
 // MemoryCategory::kComm; sizes are elements.
+//
+// ZeRO++ (GatherOptions below; DeepSpeed's zero_quantized_weights and zero_hpz_partition_size):
+//   qwZ: a gather from the partition sends int8 codes in groups (comm/quantized_collectives.h):
+//        the layers then compute with the decoded values (the partition itself stays exact);
+//   hpZ: in a pass with backward, a unit released while it is still to be used in the pass
+//        (reuse distance, eviction) first keeps this rank's slice of it, 1/k of the unit for a
+//        secondary group of k ranks (a node's GPUs), until the unit's last use in the pass; every
+//        later gather of the unit in the pass - the backward's, a recompute's - all-gathers those
+//        slices within the secondary group instead of the whole data-parallel group, in the
+//        storage dtype. The slices hold the values the first gather produced (decoded ones under
+//        qwZ), so forward and backward see the same weights. A unit that stays gathered keeps no
+//        slice. The slices are MemoryCategory::kParams.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -17,6 +29,7 @@
 
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "comm/quantized_collectives.h"
 #include "config/zero_config.h"
 #include "model/model.h"
 #include "sharding/exposed_comm_time.h"
@@ -24,6 +37,12 @@
 #include "sharding/partition_layout.h"
 
 namespace zero::sharding {
+
+// ZeRO++'s options for gathers from a partition (ignored for a full source).
+struct GatherOptions {
+  int64_t quantization_group = 0;   // > 0: qwZ, int8 codes in groups of this many elements
+  comm::Comm* secondary = nullptr;  // hpZ: the secondary group (its size divides the world)
+};
 
 class ParameterFetcher {
  public:
@@ -42,7 +61,8 @@ class ParameterFetcher {
   };
   ParameterFetcher(model::Model& model, backend::Backend& backend, comm::Comm& comm,
                    const PartitionLayout& layout, Source source, const config::ZeroConfig& zero,
-                   std::vector<std::vector<size_t>> needs, ExposedCommTime& exposed);
+                   std::vector<std::vector<size_t>> needs, ExposedCommTime& exposed,
+                   GatherOptions gathering = {});
 
   // Starts a pass over the model: forward only (evaluation) or forward then backward.
   void begin_pass(bool with_backward);
@@ -57,8 +77,14 @@ class ParameterFetcher {
   void invalidate();
 
   int64_t live_elements() const { return live_elements_; }
+  // Elements of hpZ secondary slices held now, and the most held at once since reset_peak().
+  int64_t secondary_elements() const { return secondary_elements_; }
+  int64_t peak_secondary_elements() const { return peak_secondary_elements_; }
   int64_t peak_live_elements() const { return peak_live_elements_; }
-  void reset_peak() { peak_live_elements_ = live_elements_; }
+  void reset_peak() {
+    peak_live_elements_ = live_elements_;
+    peak_secondary_elements_ = secondary_elements_;
+  }
 
  private:
   struct Slot {
@@ -67,6 +93,7 @@ class ParameterFetcher {
     Tensor gathered;                    // the all-gathered unit in the storage dtype
     Tensor working;                     // what the unit's views are bound to (f32)
     std::shared_ptr<comm::Work> work;   // in flight while set
+    std::unique_ptr<comm::QuantizedAllGather> quantized;  // a qwZ gather in flight while set
     bool bound = false;
   };
   int64_t position(size_t u, bool backward) const;
@@ -77,6 +104,12 @@ class ParameterFetcher {
   void evict_for(int64_t elements, const std::vector<size_t>& keep, int64_t now);
   void prefetch_after(int64_t now);
   bool persistent(size_t u) const;
+  // Waits for a gather in flight into the slot (a buffer may not be freed while written).
+  void wait_for_gather(Slot& slot);
+  // Releases unit `u`, which is used again in this pass; under hpZ in a pass with backward it
+  // first keeps this rank's slice of it (storage dtype) for the gathers to come.
+  void release_keeping_secondary(size_t u);
+  void drop_secondary(size_t u);
 
   model::Model& model_;
   backend::Backend& backend_;
@@ -89,9 +122,14 @@ class ParameterFetcher {
   std::vector<std::vector<size_t>> trace_;  // per position of the pass: units needed
   std::vector<int64_t> trace_prefix_;       // elements needed before each position
   std::vector<Slot> slots_;
+  GatherOptions gathering_;
+  std::vector<Tensor> secondary_;  // per unit: its hpZ slice while held
+  bool with_backward_ = false;
   int64_t pass_length_ = 0;
   int64_t live_elements_ = 0;
   int64_t peak_live_elements_ = 0;
+  int64_t secondary_elements_ = 0;
+  int64_t peak_secondary_elements_ = 0;
 };
 
 }  // namespace zero::sharding

@@ -27,8 +27,10 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
       accumulation_steps_(gradient_accumulation_steps),
       layout_(model, comm.world_size(), comm.rank()),
       precision_(precision),
-      reduction_{zero.reduce_scatter, comm.world_size() > 1 ? gradient_prescale : 1.0} {
+      reduction_{zero.reduce_scatter, comm.world_size() > 1 ? gradient_prescale : 1.0},
+      zero_plus_plus_(ZeroPlusPlus::from(zero, static_cast<int>(zero.stage), comm.world_size())) {
   ZERO_CHECK(stage_ >= 0 && stage_ <= 3, "ZeRO stage " << stage_);
+  reduction_.quantization_group = zero_plus_plus_.gradient_group;
   ZERO_CHECK(model.param_dtype() == DType::kF32, "ZeRO stages compute on f32 parameters here");
   ZERO_CHECK(floating_storage(precision_.param) && floating_storage(precision_.accum) &&
                  floating_storage(precision_.comm),
@@ -141,9 +143,11 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     // precision, so the store's rounding is exact).
     partition_store_->write(0, layout_.units().size() - 1, master_);
     model.release_value_source();
+    if (zero_plus_plus_.hpz_size > 1) hpz_group_ = make_hpz_group(comm_, zero_plus_plus_.hpz_size);
     fetcher_ = std::make_unique<ParameterFetcher>(
         model, backend_, comm_, layout_, ParameterFetcher::Source{partition_store_.get(), nullptr},
-        zero_, needs_, exposed_);
+        zero_, needs_, exposed_,
+        GatherOptions{zero_plus_plus_.weight_group, hpz_group_.get()});
   } else if (mixed) {
     param_storage_ = backend_.empty({full_numel}, precision_.param, MemoryCategory::kParams);
     backend_.copy(param_storage_, model.flat_params());

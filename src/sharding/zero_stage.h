@@ -67,6 +67,7 @@
 #include "sharding/partition_layout.h"
 #include "sharding/partition_store.h"
 #include "sharding/precision.h"
+#include "sharding/zero_plus_plus.h"
 
 namespace zero::sharding {
 
@@ -194,6 +195,14 @@ class ZeroStage final : public model::UnitObserver {
     if (fetcher_) fetcher_->reset_peak();
   }
 
+  // ZeRO++ (zero_plus_plus.h) as in effect; the hpZ group (null without hpZ) and the most
+  // elements of secondary slices held at once since the last reset_peak_live().
+  const ZeroPlusPlus& zero_plus_plus() const { return zero_plus_plus_; }
+  comm::Comm* hpz_group() { return hpz_group_.get(); }
+  int64_t peak_secondary_elements() const {
+    return fetcher_ ? fetcher_->peak_secondary_elements() : 0;
+  }
+
   // Wall time this rank spent blocked on communication since construction (exposed_comm_time.h).
   double exposed_comm_seconds() const { return exposed_.seconds; }
 
@@ -282,6 +291,8 @@ class ZeroStage final : public model::UnitObserver {
   std::vector<backend::ParamSegment> host_segments_;
   bool master_host_stale_ = false;    // master_[0, split_) older than master_device_
   bool master_device_stale_ = false;  // master_device_ older than master_[0, split_)
+  ZeroPlusPlus zero_plus_plus_;                // stage 3 on several ranks only
+  std::unique_ptr<comm::Comm> hpz_group_;      // hpZ: this rank's secondary group
   std::unique_ptr<ParameterFetcher> fetcher_;
   bool in_training_pass_ = false;
   bool local_gradients_ = false;

@@ -337,6 +337,7 @@ int run_train(const Args& args) {
   need.tensor_parallel = mesh_shape.tp;
   need.gradient_accumulation = settings.gradient_accumulation_steps;
   need.onebit_compression = optim::Optimizer::is_onebit_type(settings.optimizer_type);
+  need.hpz_partition_size = settings.zero.zero_hpz_partition_size;
   need.muon = optim::Optimizer::is_muon_type(settings.optimizer_type);
 
   const int64_t profile_kernels_step = parser.get_int("profile-kernels");

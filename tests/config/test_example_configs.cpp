@@ -39,6 +39,7 @@ const std::map<std::string, Keys>& expected_findings() {
       {"megatron_gpt_zero1.json", {}},
       {"ds_config_onebit_adam.json", {}},
       {"ds_config_muon.json", {}},
+      {"ds_config_zero_plus_plus.json", {}},
   };
   return expected;
 }

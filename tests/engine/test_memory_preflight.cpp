@@ -107,6 +107,25 @@ TEST(MemoryPreflight, OneBitAdamAddsItsErrorBuffers) {
             estimate_training_memory(config, adam).model_state_bytes);
 }
 
+// hpZ keeps a 1/k slice of every parameter from the forward to the backward: P * bytes / k more,
+// only at stage 3 across data-parallel ranks.
+TEST(MemoryPreflight, HpzSecondaryPartitionsAreCounted) {
+  const model::TransformerConfig config = model::preset_config("tiny-llama");
+  MemoryPreflightRequest plain;
+  plain.seq_len = 64;
+  plain.world_size = 8;
+  plain.zero_stage = 3;
+  plain.param_bytes = 2;
+  MemoryPreflightRequest hpz = plain;
+  hpz.hpz_partition_size = 4;
+  const MemoryNeed a = estimate_training_memory(config, plain);
+  const MemoryNeed b = estimate_training_memory(config, hpz);
+  EXPECT_EQ(b.model_state_bytes - a.model_state_bytes, a.rank_params * 2 / 4);
+  plain.zero_stage = hpz.zero_stage = 2;
+  EXPECT_EQ(estimate_training_memory(config, hpz).model_state_bytes,
+            estimate_training_memory(config, plain).model_state_bytes);
+}
+
 // Muon orthogonalizes every 2-D parameter of a transformer block (engine/muon_units.cpp); the
 // preflight's count must be the built model's: for Mixtral, the router and each expert's three
 // matrices, not one dense MLP.

@@ -124,6 +124,26 @@ const std::map<std::string, Expectation>& corpus() {
       {"wandb_monitor.json", {"'wandb.enabled'"}},
       {"legacy_curriculum.json", {"'curriculum_learning'"}},
       {"flag_mismatch.json", {"train_micro_batch_size_per_gpu' = 4 but --micro-batch 2"}},
+      // DeepSpeed's ZeRO++ tutorial settings (one rank here: nothing travels, nothing is
+      // quantized; tests/engine/mpi_test_zero_plus_plus.cpp runs them across ranks).
+      {"zero_plus_plus.json",
+       {"", 0,
+        [](const DeepSpeedConfig& c) {
+          EXPECT_TRUE(c.zero_optimization.zero_quantized_weights);
+          EXPECT_TRUE(c.zero_optimization.zero_quantized_gradients);
+          EXPECT_EQ(c.zero_optimization.zero_hpz_partition_size, 8);
+        }}},
+      // Below stage 3 DeepSpeed ignores ZeRO++: one note names the keys.
+      {"zero_plus_plus_stage2.json",
+       {"", 0,
+        [](const DeepSpeedConfig& c) {
+          const auto notes = c.notes.of_kind(ConfigNote::Kind::kNote);
+          ASSERT_EQ(notes.size(), 1u);
+          for (const char* key : {"zero_quantized_weights", "zero_quantized_gradients",
+                                  "zero_hpz_partition_size"}) {
+            EXPECT_NE(notes[0].text.find(key), std::string::npos) << notes[0].text;
+          }
+        }}},
   };
   return expected;
 }

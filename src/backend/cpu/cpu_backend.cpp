@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_layernorm.h"
 #include "backend/cpu/cpu_matmul.h"
 #include "backend/cpu/cpu_moe.h"
+#include "backend/cpu/cpu_int8_groups.h"
 #include "backend/cpu/cpu_onebit.h"
 #include "backend/cpu/cpu_optimizers.h"
 #include "backend/cpu/cpu_reductions.h"
@@ -406,6 +407,15 @@ void CpuBackend::onebit_server_compress(Tensor& bits_out, Tensor& scales_out,
 void CpuBackend::onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
                                    const OneBitLayout& layout) {
   cpu::onebit_decompress(values, bits, scales, layout);
+}
+
+void CpuBackend::quantize_int8_groups(Tensor& packed, const Tensor& values, int64_t group) {
+  cpu::quantize_int8_groups(packed, values, group);
+}
+
+void CpuBackend::dequantize_int8_groups(Tensor& values, const Tensor& packed, int64_t group,
+                                        bool accumulate) {
+  cpu::dequantize_int8_groups(values, packed, group, accumulate);
 }
 
 }  // namespace zero::backend

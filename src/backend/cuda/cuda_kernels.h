@@ -333,4 +333,11 @@ void launch_onebit_server_compress(uint8_t* bits_out, float* scales_out, float* 
 void launch_onebit_decompress(float* values, const uint8_t* bits, const float* scales,
                               const OneBitLayout& layout, cudaStream_t stream);
 
+// int8 group quantization (cuda_int8_groups.cu; layout: backend/int8_groups.h). `values` holds
+// `count` elements of `dtype` (f32, bf16, f16); `packed` Int8Groups{count, group}.packed_bytes().
+void launch_quantize_int8_groups(uint8_t* packed, const void* values, DType dtype, int64_t count,
+                                 int64_t group, cudaStream_t stream);
+void launch_dequantize_int8_groups(void* values, DType dtype, const uint8_t* packed, int64_t count,
+                                   int64_t group, bool accumulate, cudaStream_t stream);
+
 }  // namespace zero::backend::cuda

@@ -541,6 +541,19 @@ void ProfilingBackend::onebit_decompress(Tensor& values, const Tensor& bits, con
         [&] { inner_->onebit_decompress(values, bits, scales, layout); });
 }
 
+void ProfilingBackend::quantize_int8_groups(Tensor& packed, const Tensor& values, int64_t group) {
+  timed("quantize_int8_groups",
+        [&] { return elementwise(shapes({{"values", &values}}), values); },
+        [&] { inner_->quantize_int8_groups(packed, values, group); });
+}
+
+void ProfilingBackend::dequantize_int8_groups(Tensor& values, const Tensor& packed, int64_t group,
+                                              bool accumulate) {
+  timed("dequantize_int8_groups",
+        [&] { return elementwise(shapes({{"values", &values}}), values); },
+        [&] { inner_->dequantize_int8_groups(values, packed, group, accumulate); });
+}
+
 void ProfilingBackend::do_copy_from_host(Tensor& dst, const void* src) {
   timed("copy_from_host", [&] { return elementwise(shapes({{"dst", &dst}}), dst); },
         [&] { inner_->copy_from_host(dst, src); });

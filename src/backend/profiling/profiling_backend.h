@@ -168,6 +168,9 @@ class ProfilingBackend final : public Backend {
                               const OneBitLayout& layout) override;
   void onebit_decompress(Tensor& values, const Tensor& bits, const Tensor& scales,
                          const OneBitLayout& layout) override;
+  void quantize_int8_groups(Tensor& packed, const Tensor& values, int64_t group) override;
+  void dequantize_int8_groups(Tensor& values, const Tensor& packed, int64_t group,
+                              bool accumulate) override;
 
  protected:
   void do_copy_from_host(Tensor& dst, const void* src) override;

@@ -460,4 +460,18 @@ void SimulatedDeviceBackend::onebit_decompress(Tensor& values, const Tensor& bit
   cpu_.onebit_decompress(values_h, host_alias(bits, op), host_alias(scales, op), layout);
 }
 
+void SimulatedDeviceBackend::quantize_int8_groups(Tensor& packed, const Tensor& values,
+                                                  int64_t group) {
+  const char* op = "quantize_int8_groups";
+  Tensor packed_h = host_alias(packed, op);
+  cpu_.quantize_int8_groups(packed_h, host_alias(values, op), group);
+}
+
+void SimulatedDeviceBackend::dequantize_int8_groups(Tensor& values, const Tensor& packed,
+                                                    int64_t group, bool accumulate) {
+  const char* op = "dequantize_int8_groups";
+  Tensor values_h = host_alias(values, op);
+  cpu_.dequantize_int8_groups(values_h, host_alias(packed, op), group, accumulate);
+}
+
 }  // namespace zero::backend
