@@ -165,6 +165,7 @@ DeepSpeedConfig DeepSpeedConfig::from_json(const nlohmann::json& json, const std
       given(config.batch.train_batch_size), given(config.batch.train_micro_batch_size_per_gpu),
       given(config.batch.gradient_accumulation_steps), data_parallel, source);
   finalize_zero_config(config.zero_optimization, source);
+  validate_curriculum_config(config.curriculum_learning, source);
   check_cross_keys(config, source);
   note_unused_settings(config, resolved, context);
   return config;

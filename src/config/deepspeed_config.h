@@ -22,6 +22,7 @@
 #include "config/monitor_config.h"
 #include "config/optimizer_config.h"
 #include "config/other_sections.h"
+#include "config/curriculum_config.h"
 #include "config/pipeline_config.h"
 #include "config/precision_config.h"
 #include "config/scheduler_config.h"
@@ -71,6 +72,7 @@ struct DeepSpeedConfig {
   WandbConfig wandb;
   FlopsProfilerConfig flops_profiler;
   CheckpointConfig checkpoint;
+  CurriculumConfig curriculum_learning;  // the legacy sequence-length curriculum
   // Pipeline and AutoTP tensor parallelism: read and validated, not built yet (feature_support).
   PipelineConfig pipeline;
   TensorParallelConfig tensor_parallel;
@@ -139,6 +141,7 @@ struct DeepSpeedConfig {
     v.section("wandb", wandb);
     v.section("flops_profiler", flops_profiler);
     v.section("checkpoint", checkpoint);
+    v.section("curriculum_learning", curriculum_learning);
     v.section("pipeline", pipeline);
     v.section("tensor_parallel", tensor_parallel);
     v.passthrough(other_section_keys(), unmodeled_sections);

@@ -16,9 +16,6 @@ const std::vector<OtherSection>& other_sections() {
       {"elasticity", "elastic training"},
       {"compression_training", "compression training"},
       {"data_efficiency", "the data efficiency library"},
-      {"curriculum_learning", "curriculum learning (the legacy sequence-length curriculum)",
-       "remove the section (or set \"enabled\": false in it); zero.cpp trains every "
-       "step at --seq-len"},
       {"autotuning", "the autotuner"},
       {"nebula", "Nebula checkpointing"},
       {"datastates", "DataStates checkpointing"},

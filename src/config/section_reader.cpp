@@ -189,6 +189,41 @@ void SectionReader::field(const Key& key, double& out, const Limits& limits) {
   out = number;
 }
 
+void SectionReader::field(const Key& key, std::optional<double>& out, const Limits& limits) {
+  std::string path;
+  const nlohmann::json* value = find(key, path);
+  if (value == nullptr) return;
+  if (value->is_null()) {
+    out.reset();
+    return;
+  }
+  reject_auto(*value, path);
+  if (!value->is_number()) {
+    throw_type_error(source_, path, "a number", *value,
+                     out ? nlohmann::json(*out) : nlohmann::json(nullptr));
+  }
+  const double number = value->get<double>();
+  check_limits(*value, number, path, limits);
+  out = number;
+}
+
+void SectionReader::field(const Key& key, std::vector<int64_t>& out, const Limits& limits) {
+  std::string path;
+  const nlohmann::json* value = find(key, path);
+  if (value == nullptr) return;
+  if (!value->is_array()) throw_type_error(source_, path, "a list of whole numbers", *value, out);
+  std::vector<int64_t> numbers;
+  for (size_t i = 0; i < value->size(); ++i) {
+    const std::string element = path + "[" + std::to_string(i) + "]";
+    const nlohmann::json& item = (*value)[i];
+    if (!item.is_number()) throw_type_error(source_, element, "a whole number", item, 0);
+    const int64_t number = to_int(item, element, nlohmann::json());
+    check_limits(item, static_cast<double>(number), element, limits);
+    numbers.push_back(number);
+  }
+  out = std::move(numbers);
+}
+
 void SectionReader::field(const Key& key, std::string& out) {
   std::string path;
   const nlohmann::json* value = find(key, path);

@@ -29,6 +29,9 @@ class SectionReader {
   void field(const Key& key, int64_t& out, const Limits& limits = Limits::none());
   void field(const Key& key, std::optional<int64_t>& out, const Limits& limits = Limits::none());
   void field(const Key& key, double& out, const Limits& limits = Limits::none());
+  void field(const Key& key, std::optional<double>& out, const Limits& limits = Limits::none());
+  // A list of whole numbers, each within `limits`.
+  void field(const Key& key, std::vector<int64_t>& out, const Limits& limits = Limits::none());
   void field(const Key& key, std::string& out);
   void field(const Key& key, std::optional<std::string>& out);
   void field(const Key& key, std::vector<std::string>& out);

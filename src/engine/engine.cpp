@@ -75,6 +75,11 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
     throw ConfigError("sequence_parallel_size " + std::to_string(sp) + " but the engine was given " +
                       given + "; build the groups with comm::Mesh (sequence axis) from the setting");
   }
+  if (settings_.curriculum_learning.enabled) {
+    config::validate_curriculum_config(settings_.curriculum_learning, "the engine settings");
+    curriculum_.emplace(settings_.curriculum_learning);
+    check_curriculum_lengths(settings_.curriculum_learning, sp);
+  }
   if (sp > 1) {
     if (model_->config()) {
       model::ulysses_heads(model_->config()->num_heads, model_->config()->num_kv_heads, sp);
@@ -194,6 +199,15 @@ void Engine::configure_muon() {
   }
 }
 
+void Engine::set_batch_runner(BatchRunner* runner) {
+  if (runner != nullptr && curriculum_) {
+    throw UnsupportedError("curriculum_learning with pipeline parallelism is not built (every "
+                           "stage would have to change its activation shapes together); remove "
+                           "the curriculum_learning section or the pipeline section");
+  }
+  runner_ = runner;
+}
+
 double Engine::forward(const model::Batch& batch) {
   return full_sequence_loss(model_->backend().read_scalar(forward_on_device(batch)));
 }
@@ -223,7 +237,9 @@ Tensor Engine::forward_on_device(const model::Batch& batch) {
                      std::to_string(settings_.micro_batch_size));
   }
   if (settings_.wall_clock_breakdown) timers_.start("forward");
-  pending_batch_ = local_batch(batch);
+  pending_batch_ = local_batch(
+      curriculum_ ? truncate_sequences(batch, curriculum_->length_for_step(global_steps_ + 1))
+                  : batch);
   pending_ = std::make_unique<model::StepContext>(
       model::StepContext{model_->backend(), pending_batch_});
   // backward() will pass the loss scale; units that do their backward inside the forward (the

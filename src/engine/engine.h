@@ -30,6 +30,7 @@
 #include "backend/optimizer_kernels.h"
 #include "comm/comm.h"
 #include "engine/engine_settings.h"
+#include "engine/seqlen_curriculum.h"
 #include "engine/timers.h"
 #include "model/model.h"
 #include "sharding/zero_stage.h"
@@ -79,6 +80,9 @@ class Engine {
   double eval_batch(const model::Batch& batch);
 
   int64_t global_steps() const { return global_steps_; }
+  // With curriculum_learning: the sequence length of the latest training step (the first
+  // step's before any); 0 without a curriculum.
+  int64_t curriculum_length() const { return curriculum_ ? curriculum_->current() : 0; }
   int64_t global_samples() const { return global_samples_; }
   int64_t skipped_steps() const { return skipped_steps_; }
   int64_t micro_steps() const { return micro_steps_; }
@@ -138,7 +142,7 @@ class Engine {
     virtual void save_checkpoint(const std::string& dir, const std::string& tag,
                                  const nlohmann::json& client_state) = 0;
   };
-  void set_batch_runner(BatchRunner* runner) { runner_ = runner; }
+  void set_batch_runner(BatchRunner* runner);
   // The parameters (name, shape, in order) checkpoints record and load_checkpoint requires:
   // unset, this model's; a pipeline stage sets the full model's, so a checkpoint of the
   // whole pipeline loads into each stage (by name) and at any other layout.
@@ -199,6 +203,7 @@ class Engine {
   std::unique_ptr<NvmeOptimizerState> nvme_state_;       // offload to NVMe only
   std::unique_ptr<PartialOffload> partial_;               // offload_optimizer.ratio < 1 only
   std::unique_ptr<model::StepContext> pending_;  // forward done, backward not yet
+  std::optional<SeqlenCurriculum> curriculum_;    // curriculum_learning enabled
   model::Batch pending_batch_;
   Timers timers_;
   int64_t global_steps_ = 0;

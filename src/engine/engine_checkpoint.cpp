@@ -323,6 +323,7 @@ nlohmann::json Engine::load_checkpoint(const std::string& dir, const std::string
   schedule_->set_last_batch_iteration(state.scheduler_last_batch_iteration);
   if (scaler_ && state.loss_scaler) scaler_->load_state_json(state.loss_scaler->to_json());
   global_steps_ = state.global_steps;
+  if (curriculum_) curriculum_->restore(global_steps_);
   global_samples_ = state.global_samples;
   skipped_steps_ = state.skipped_steps;
   micro_steps_ = *micro_steps;

@@ -38,6 +38,7 @@ EngineSettings settings_from_config(const config::DeepSpeedConfig& config, const
   s.aio = config.aio;
   config.activation_checkpointing.validate(source);
   s.activation_checkpointing = config.activation_checkpointing;
+  s.curriculum_learning = config.curriculum_learning;
   s.source_config = config.to_json();
   return s;
 }

@@ -57,6 +57,9 @@ struct EngineSettings {
   // activation_checkpointing: HOW the model checkpoints (model/activation_checkpointer.h); the
   // Engine applies it when the model checkpoints and warns when it sets options but does not.
   config::ActivationCheckpointingConfig activation_checkpointing;
+  // curriculum_learning (legacy, "seqlen"): each training step's sequences are cut to the
+  // schedule's length (engine/seqlen_curriculum.h).
+  config::CurriculumConfig curriculum_learning;
   nlohmann::json source_config = nlohmann::json::object();  // the resolved DeepSpeed JSON
 };
 

@@ -207,18 +207,29 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                           static_cast<int>(s.sequence_parallel_size)});
   KernelProfileStep kernel_profile(options.kernel_profile, options.kernel_profiler, options.steps,
                                    leader, !quiet);
-  double flops_per_step = 0.0;
-  if (engine.model().config()) {
-    flops_per_step = model::training_flops(*engine.model().config(),
-                                           s.micro_batch_size * s.gradient_accumulation_steps,
-                                           options.seq_len).total();
+  if (s.curriculum_learning.enabled &&
+      s.curriculum_learning.max_difficulty.value_or(0) > options.seq_len) {
+    throw ConfigError("curriculum_learning.max_difficulty " +
+                      std::to_string(*s.curriculum_learning.max_difficulty) +
+                      " is above --seq-len " + std::to_string(options.seq_len) +
+                      ": the curriculum cuts sequences and would never reach its last length; "
+                      "set --seq-len to max_difficulty or lower max_difficulty");
+  }
+  // One step's FLOPs at a sequence length (the curriculum's, else --seq-len).
+  auto flops_at = [&](int64_t length) {
+    if (!engine.model().config()) return 0.0;
+    double flops = model::training_flops(*engine.model().config(),
+                                         s.micro_batch_size * s.gradient_accumulation_steps,
+                                         length).total();
     // Sequence parallelism: a rank computes its 1/sp share of every sequence.
-    flops_per_step /= static_cast<double>(s.sequence_parallel_size);
+    flops /= static_cast<double>(s.sequence_parallel_size);
     // Tensor parallelism: about 1/tp of every matmul (norms and the loss's few are ignored).
     if (const comm::Comm* tensor_group = engine.model().tensor_group()) {
-      flops_per_step /= static_cast<double>(tensor_group->world_size());
+      flops /= static_cast<double>(tensor_group->world_size());
     }
-  }
+    return flops;
+  };
+  const double full_length_flops = flops_at(options.seq_len);
   // The progress bar only for a single process on a terminal: mpirun hands its ranks a
   // pseudo-terminal even when the job's output goes to a log file.
   const bool terminal = ::isatty(STDOUT_FILENO) != 0 && !quiet && world == 1;
@@ -238,7 +249,10 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   auto window_start = start;
   double window_loss = 0.0;
   int64_t window_steps = 0;
+  int64_t window_tokens = 0;
+  double window_flops = 0.0;
   int64_t steps_run = 0;
+  int64_t tokens_run = 0;
   // ZeRO-Offload / ZeRO-Infinity: where the bytes live, then each window's traffic.
   const bool offloaded = offloads(engine);
   if (offloaded && !quiet) std::printf("%s\n", offload_placement_line(engine).c_str());
@@ -257,6 +271,14 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                   std::to_string(engine.global_steps()) + "; lower the learning rate or check the data");
     }
     ++steps_run;
+    // The step's length: the curriculum's cut, else --seq-len (tokens_per_step is a multiple).
+    const int64_t length = engine.curriculum_length() > 0
+                               ? std::min(engine.curriculum_length(), options.seq_len)
+                               : options.seq_len;
+    const int64_t step_tokens = tokens_per_step / options.seq_len * length;
+    tokens_run += step_tokens;
+    window_tokens += step_tokens;
+    window_flops += length == options.seq_len ? full_length_flops : flops_at(length);
     if (engine.comm().rank() == options.fault_rank && engine.global_steps() == options.fault_step) {
       throw Error("test fault injected by ZERO_TEST_FAULT on rank " +
                   std::to_string(options.fault_rank) + " after step " +
@@ -276,10 +298,9 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
     const bool print = last || (s.steps_per_print > 0 && step % s.steps_per_print == 0);
     if (print) {
       const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
-      const double tokens_per_s =
-          static_cast<double>(window_steps) * static_cast<double>(tokens_per_step) / seconds;
+      const double tokens_per_s = static_cast<double>(window_tokens) / seconds;
       const double mean_loss = window_loss / static_cast<double>(window_steps);
-      const double achieved = flops_per_step * static_cast<double>(window_steps) / seconds;
+      const double achieved = window_flops / seconds;
       const double mfu = options.peak_flops > 0 ? achieved / options.peak_flops : 0.0;
       const MemoryStats mem = engine.model().backend().allocator().stats();
       summary.final_loss = mean_loss;
@@ -293,6 +314,9 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                       static_cast<long long>(engine.skipped_steps()));
         }
         if (mfu > 0) std::printf(" | MFU %.1f%%", 100.0 * mfu);
+        if (engine.curriculum_length() > 0) {
+          std::printf(" | seqlen %lld", static_cast<long long>(length));
+        }
         std::printf(" | mem %.1f MiB, peak %.1f (params %.1f, grads %.1f, optim %.1f, act peak %.1f)",
                     mib(mem.total_live_bytes), mib(mem.total_peak_bytes),
                     mib(mem.live(MemoryCategory::kParams)),
@@ -316,7 +340,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
                                {"tokens_per_s", tokens_per_s},
                                {"window_steps", window_steps},
                                {"window_seconds", seconds},
-                               {"window_tokens", window_steps * tokens_per_step},
+                               {"window_tokens", window_tokens},
                                {"mfu", mfu},
                                {"peak_flops", options.peak_flops},
                                {"peak_flops_dtype", options.peak_flops_dtype},
@@ -330,6 +354,8 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
       }
       window_loss = 0.0;
       window_steps = 0;
+      window_tokens = 0;
+      window_flops = 0.0;
       window_start = Clock::now();
       if (offloaded) window_traffic = offload_traffic(engine);
     } else if (terminal) {
@@ -352,7 +378,7 @@ TrainingSummary run_training(Engine& engine, TrainingData& data, TrainingData* e
   summary.steps = engine.global_steps();
   summary.tokens_per_second =
       summary.seconds > 0
-          ? static_cast<double>(steps_run) * static_cast<double>(tokens_per_step) / summary.seconds
+          ? static_cast<double>(tokens_run) / summary.seconds
           : 0.0;
   if (eval_data != nullptr) {
     summary.final_eval_loss = evaluate(engine, *eval_data, options);

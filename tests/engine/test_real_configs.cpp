@@ -122,7 +122,14 @@ const std::map<std::string, Expectation>& corpus() {
       {"muon.json", {""}},  // DeepSpeed's Muon params: muon_lr / adam_lr split the groups
       {"muon_zero2.json", {""}},  // stage 2 gathers each unit's proposed updates
       {"wandb_monitor.json", {"'wandb.enabled'"}},
-      {"legacy_curriculum.json", {"'curriculum_learning'"}},
+      // The Megatron-DeepSpeed GPT recipe's curriculum: 8 tokens first, growing to 1024.
+      {"legacy_curriculum.json",
+       {"", 0,
+        [](const DeepSpeedConfig& c) {
+          EXPECT_TRUE(c.curriculum_learning.enabled);
+          EXPECT_EQ(c.curriculum_learning.max_difficulty, 1024);
+          EXPECT_EQ(c.curriculum_learning.schedule_config.difficulty_step, 8);
+        }}},
       {"flag_mismatch.json", {"train_micro_batch_size_per_gpu' = 4 but --micro-batch 2"}},
       // DeepSpeed's ZeRO++ tutorial settings (one rank here: nothing travels, nothing is
       // quantized; tests/engine/mpi_test_zero_plus_plus.cpp runs them across ranks).

@@ -155,4 +155,23 @@ TEST_F(RealConfigsCliFiles, MemoryBreakdownPrintsEveryCategoryAndTheProcess) {
   EXPECT_EQ(r.output.find("memory breakdown:"), std::string::npos) << r.output;
 }
 
+// The legacy sequence-length curriculum through `zero train`: the step line shows the cut length,
+// and a maximum above --seq-len (never reachable) is refused with both numbers.
+TEST_F(RealConfigsCliFiles, CurriculumShowsItsLengthAndNeedsTheSequenceLength) {
+  const std::string curriculum = R"({"train_micro_batch_size_per_gpu": 2, "steps_per_print": 1,
+    "curriculum_learning": {"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 8,
+      "max_difficulty": 16, "schedule_type": "fixed_discrete",
+      "schedule_config": {"difficulty": [8, 16], "max_step": [1]}}})";
+  const std::string path = write("curriculum.json", curriculum);
+  Result r = run("train --deepspeed " + path + kQuick);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| seqlen 8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| seqlen 16"), std::string::npos) << r.output;
+  r = run("train --deepspeed " + path + " --model tiny-llama --steps 2 --seq-len 12");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("max_difficulty 16 is above --seq-len 12"), std::string::npos)
+      << r.output;
+  expect_no_cpp_names(r.output);
+}
+
 }  // namespace
