@@ -12,7 +12,7 @@
 // (model/activation_checkpointer.h), optimizer and parameter offload to CPU memory and NVMe
 // (partial optimizer offload, ratio < 1, to CPU memory), pipeline and tensor parallelism,
 // ZeRO++'s zero_quantized_weights, zero_hpz_partition_size and zero_quantized_gradients
-// (sharding/zero_plus_plus.h).
+// (sharding/zero_plus_plus.h), dump_state (config/config_dump.h).
 // Not gated on purpose: the aio section (only NVMe offload reads it),
 // ZeRO tuning knobs that only change memory or speed (bucket sizes, overlap_comm and stage3_*
 // are all honoured; sub_group_size and stage3_gather_16bit_weights_on_model_save need nothing:
@@ -251,8 +251,6 @@ const std::vector<Gate>& gates() {
             "Weights & Biases logging", "",
             "it needs a network; remove the section or set it to false, and log offline with the "
             "tensorboard or csv_monitor section (or `zero train --log-json FILE`)"),
-        row("dump_state", [](const Config& c) { return when_true(c.dump_state); },
-            "dumping the engine state", monitoring, off),
         // Checkpoints and engine API.
         row("checkpoint.load_universal",
             [](const Config& c) { return when_true(c.checkpoint.load_universal); },

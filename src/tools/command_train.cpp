@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/mesh.h"
+#include "config/config_dump.h"
 #include "engine/pipeline_engine.h"
 #include "comm/world.h"
 #include "core/error.h"
@@ -297,6 +298,14 @@ int run_train(const Args& args) {
           : config::DeepSpeedConfig::from_file(config_source, autos, read_options);
   if (leader) print_config_notes(ds_config, config_source);
   engine::EngineSettings settings = engine::settings_from_config(ds_config, config_source);
+  if (leader && ds_config.dump_state) {
+    // DeepSpeed's dump_state: the whole configuration in effect, before anything is built.
+    std::printf("%s", config::configuration_dump(
+                          settings.source_config,
+                          "configuration in effect (dump_state; " + config_source + "):")
+                          .c_str());
+    std::fflush(stdout);
+  }
   const std::string checkpointing = parser.get("gradient-checkpointing");
   if (checkpointing != "true" && checkpointing != "false") {
     throw ConfigError("zero train: --gradient-checkpointing takes true or false, got \"" +

@@ -174,4 +174,17 @@ TEST_F(RealConfigsCliFiles, CurriculumShowsItsLengthAndNeedsTheSequenceLength) {
   expect_no_cpp_names(r.output);
 }
 
+// dump_state: rank 0 prints every setting in effect before training (DeepSpeed prints its
+// engine's configuration), defaults and resolved "auto" values included.
+TEST_F(RealConfigsCliFiles, DumpStatePrintsTheConfigurationInEffect) {
+  const std::string path = write("dump.json", R"({"train_micro_batch_size_per_gpu": "auto",
+    "dump_state": true, "zero_optimization": {"stage": 1}})");
+  const Result r = run("train --deepspeed " + path + kQuick);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("configuration in effect (dump_state; "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  zero_optimization.stage ."), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  train_micro_batch_size_per_gpu ."), std::string::npos) << r.output;
+  expect_no_cpp_names(r.output);
+}
+
 }  // namespace
