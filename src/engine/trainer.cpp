@@ -51,6 +51,12 @@ void print_comm_summary(Engine& engine, const char* when) {
       logger.prof_all ? std::vector<std::string>{} : logger.prof_ops;
   std::printf("communication (rank 0, %s):\n%s", when,
               comm::format_comm_summary(engine.comm().stats(), engine.comm().world_size(), ops).c_str());
+  // ZeRO++'s hpZ gathers run in rank 0's secondary group: their own table.
+  if (const comm::Comm* group = engine.zero_stage().hpz_group()) {
+    std::printf("communication within rank 0's hpZ group of %d ranks (%s):\n%s",
+                group->world_size(), when,
+                comm::format_comm_summary(group->stats(), group->world_size(), ops).c_str());
+  }
 }
 
 // An evaluation as its own --log-json line ({"step", "eval_loss"}), which `zero plot` draws.

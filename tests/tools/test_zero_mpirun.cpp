@@ -7,6 +7,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/hf_checkpoint.h"
@@ -52,6 +54,25 @@ TEST_F(ZeroMpirun, ZeroTwoTrainsSavesShardsAndConverts) {
   zero::backend::CpuBackend cpu;
   auto model = zero::model::load_hf_model((dir_ / "hf").string(), cpu, zero::DType::kF32);
   EXPECT_GT(model->num_parameters(), 0);
+}
+
+// The ZeRO++ example as its users run it: gradients take qgZ's all-to-all instead of the
+// reduce-scatter, and comms_logger prints the hpZ group's gathers in a table of their own.
+TEST_F(ZeroMpirun, ZeroPlusPlusExampleTrainsAndShowsItsGroups) {
+  const fs::path example = fs::path(ZERO_TEST_FIXTURES) / ".." / ".." / "examples" /
+                           "ds_config_zero_plus_plus.json";
+  std::ifstream in(example);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.insert(text.rfind('}'), R"(, "comms_logger": {"enabled": true})");
+  const fs::path config = dir_ / "zero_plus_plus.json";
+  std::ofstream(config) << text;
+  const Result r = run_shell(mpirun(2) + "train --deepspeed " + config.string() +
+                             " --steps 4 --seq-len 32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("all_to_all"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("reduce_scatter"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("within rank 0's hpZ group of 2 ranks (whole run)"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(ZeroMpirun, AFailingRankBringsTheJobDown) {
