@@ -197,13 +197,8 @@ void SectionReader::field(const Key& key, std::optional<double>& out, const Limi
     out.reset();
     return;
   }
-  reject_auto(*value, path);
-  if (!value->is_number()) {
-    throw_type_error(source_, path, "a number", *value,
-                     out ? nlohmann::json(*out) : nlohmann::json(nullptr));
-  }
-  const double number = value->get<double>();
-  check_limits(*value, number, path, limits);
+  double number = out.value_or(0.0);  // the plain reader's checks and messages
+  field(key, number, limits);
   out = number;
 }
 
