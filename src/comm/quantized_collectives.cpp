@@ -66,4 +66,39 @@ void quantized_reduce_scatter(backend::Backend& backend, Comm& comm, const Tenso
   }
 }
 
+void hierarchical_quantized_reduce_scatter(backend::Backend& backend, Comm& node, Comm& column,
+                                           const Tensor& input, Tensor& output, int64_t group) {
+  const int k = node.world_size(), n = column.world_size();
+  if (k == 1) return quantized_reduce_scatter(backend, column, input, output, group);
+  if (n == 1) return quantized_reduce_scatter(backend, node, input, output, group);
+  const int64_t chunk = output.numel();
+  ZERO_CHECK(input.numel() == chunk * k * n,
+             "hierarchical_quantized_reduce_scatter: the input holds "
+                 << input.numel() << " elements, not " << k * n << " x " << chunk);
+  const int64_t bytes = backend::Int8Groups{chunk, group}.packed_bytes();
+  // Hop 1: block i holds, for every node b, the chunk of destination b * k + i.
+  Tensor send = backend.empty({bytes * k * n}, DType::kU8, MemoryCategory::kComm);
+  for (int i = 0; i < k; ++i) {
+    for (int b = 0; b < n; ++b) {
+      Tensor packed = send.view((int64_t{i} * n + b) * bytes, {bytes});
+      backend.quantize_int8_groups(packed, input.view((int64_t{b} * k + i) * chunk, {chunk}),
+                                   group);
+    }
+  }
+  Tensor received = backend.empty({bytes * k * n}, DType::kU8, MemoryCategory::kComm);
+  node.all_to_all(send, received);
+  send = Tensor();
+  Tensor partial = backend.empty({chunk * n}, DType::kF32, MemoryCategory::kComm);
+  for (int i = 0; i < k; ++i) {
+    for (int b = 0; b < n; ++b) {
+      Tensor target = partial.view(int64_t{b} * chunk, {chunk});
+      backend.dequantize_int8_groups(target, received.view((int64_t{i} * n + b) * bytes, {bytes}),
+                                     group, i > 0);
+    }
+  }
+  received = Tensor();
+  // Hop 2: node b's partial sum of chunk b * k + (this place) goes to node b.
+  quantized_reduce_scatter(backend, column, partial, output, group);
+}
+
 }  // namespace zero::comm

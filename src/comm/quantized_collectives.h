@@ -55,4 +55,16 @@ class QuantizedAllGather {
 void quantized_reduce_scatter(backend::Backend& backend, Comm& comm, const Tensor& input,
                               Tensor& output, int64_t group);
 
+// The same reduction in two hops, DeepSpeed's hierarchical qgZ: the group's N ranks sit in n
+// nodes of k consecutive ranks; `node` is this rank's node (k ranks, in rank order) and `column`
+// the ranks holding this rank's place in every node (n ranks, in node order). First one
+// all_to_all within the node: each rank receives, from every rank of its node, the chunks of all
+// destinations that share its place, and sums their decoded values in node-rank order (f32);
+// then the n partial sums are quantized again and one all_to_all over `column` hands each rank
+// every node's partial sum of its own chunk, summed in node order into `output`. Only 1/k of the
+// bytes cross nodes (the one-hop form sends (N - k)/N of them across). With k = 1 or n = 1 it is
+// quantized_reduce_scatter over the one group that exists. A collective over the whole group.
+void hierarchical_quantized_reduce_scatter(backend::Backend& backend, Comm& node, Comm& column,
+                                           const Tensor& input, Tensor& output, int64_t group);
+
 }  // namespace zero::comm

@@ -57,6 +57,11 @@ void print_comm_summary(Engine& engine, const char* when) {
                 group->world_size(), when,
                 comm::format_comm_summary(group->stats(), group->world_size(), ops).c_str());
   }
+  // hpZ with qgZ: the gradients' second hop, across the hpZ groups.
+  if (const comm::Comm* column = engine.zero_stage().qgz_column_group()) {
+    std::printf("communication across the hpZ groups, rank 0's place in each (%s):\n%s", when,
+                comm::format_comm_summary(column->stats(), column->world_size(), ops).c_str());
+  }
 }
 
 // An evaluation as its own --log-json line ({"step", "eval_loss"}), which `zero plot` draws.

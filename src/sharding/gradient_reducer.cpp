@@ -128,8 +128,14 @@ void GradientReducer::launch(Tensor& partition_grads) {
     op.output = backend_.empty({chunk}, DType::kF32, MemoryCategory::kComm);
     {
       ExposedScope blocked(exposed_);
-      comm::quantized_reduce_scatter(backend_, comm_, op.staging, op.output,
-                                     options_.quantization_group);
+      if (options_.node != nullptr && options_.column != nullptr) {
+        comm::hierarchical_quantized_reduce_scatter(backend_, *options_.node, *options_.column,
+                                                    op.staging, op.output,
+                                                    options_.quantization_group);
+      } else {
+        comm::quantized_reduce_scatter(backend_, comm_, op.staging, op.output,
+                                       options_.quantization_group);
+      }
     }
     op.staging = Tensor();
     complete(op, partition_grads);

@@ -33,6 +33,10 @@ struct ReductionOptions {
   // elements through one all_to_all (comm/quantized_collectives.h) and the decoded chunks are
   // summed in f32. Synchronous even with overlap (the Comm has no asynchronous all_to_all).
   int64_t quantization_group = 0;
+  // qgZ in two hops (comm::hierarchical_quantized_reduce_scatter) when both are set: this
+  // rank's node (hpZ's group) and the ranks holding its place in every node. Not owned.
+  comm::Comm* node = nullptr;
+  comm::Comm* column = nullptr;
 };
 
 class GradientReducer {

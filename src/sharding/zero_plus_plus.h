@@ -7,17 +7,21 @@
 //                                  (the GPUs of a node), and the unit's later gathers in the same
 //                                  pass - the backward's - stay within that group
 //                                  (ParameterFetcher);
-//   zero_quantized_gradients (qgZ) gradient reduce-scatters send int8 codes through one
-//                                  all-to-all and sum the decoded chunks (GradientReducer).
+//   zero_quantized_gradients (qgZ) gradient reduce-scatters send int8 codes through an
+//                                  all-to-all and sum the decoded chunks (GradientReducer); with
+//                                  hpZ in two hops, within the hpZ groups and then across them,
+//                                  so only 1/k of the bytes cross nodes.
 // The partitions, master weights and optimizer never see quantized values: qwZ changes the
 // weights the layers compute with (each moves by at most 1/254 of its group's largest
 // magnitude) and qgZ each rank's contribution to the reduced gradient likewise.
 //
-// Where DeepSpeed's own ZeRO++ differs: qgZ here is one all-to-all over the data-parallel group
-// with int8 codes (DeepSpeed: an intra-node then an inter-node all-to-all, int4 codes within the
-// node); quantization groups are 2048 elements of each rank's shard (DeepSpeed picks a group
-// count per tensor). On one rank nothing is communicated, so nothing is quantized. Below stage
-// 3 DeepSpeed ignores the keys (the config reader notes that) and so does ZeroStage.
+// Where DeepSpeed's own ZeRO++ differs: qgZ's codes are int8 in both hops (DeepSpeed: int4
+// within the node), its nodes are hpZ's groups (DeepSpeed: the GPUs of each machine; the same
+// when zero_hpz_partition_size is the GPUs per node, as DeepSpeed advises), and without hpZ it
+// is one all-to-all over the data-parallel group; quantization groups are 2048 elements of each
+// rank's shard (DeepSpeed picks a group count per tensor). On one rank nothing is communicated,
+// so nothing is quantized. Below stage 3 DeepSpeed ignores the keys (the config reader notes
+// that) and so does ZeroStage.
 #pragma once
 #include <cstdint>
 #include <memory>

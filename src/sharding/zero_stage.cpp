@@ -31,6 +31,18 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
       zero_plus_plus_(ZeroPlusPlus::from(zero, static_cast<int>(zero.stage), comm.world_size())) {
   ZERO_CHECK(stage_ >= 0 && stage_ <= 3, "ZeRO stage " << stage_);
   reduction_.quantization_group = zero_plus_plus_.gradient_group;
+  if (zero_plus_plus_.hpz_size > 1) {
+    hpz_group_ = make_hpz_group(comm_, zero_plus_plus_.hpz_size);
+    if (zero_plus_plus_.gradient_group > 0) {
+      // qgZ goes hierarchical over hpZ's nodes: the second hop runs among the ranks that hold
+      // this rank's place in every node.
+      const int rank = comm_.rank();
+      const auto size = static_cast<int>(zero_plus_plus_.hpz_size);
+      qgz_column_group_ = comm_.split(rank % size, rank);
+      reduction_.node = hpz_group_.get();
+      reduction_.column = qgz_column_group_.get();
+    }
+  }
   ZERO_CHECK(model.param_dtype() == DType::kF32, "ZeRO stages compute on f32 parameters here");
   ZERO_CHECK(floating_storage(precision_.param) && floating_storage(precision_.accum) &&
                  floating_storage(precision_.comm),
@@ -143,7 +155,6 @@ ZeroStage::ZeroStage(model::Model& model, comm::Comm& comm, const config::ZeroCo
     // precision, so the store's rounding is exact).
     partition_store_->write(0, layout_.units().size() - 1, master_);
     model.release_value_source();
-    if (zero_plus_plus_.hpz_size > 1) hpz_group_ = make_hpz_group(comm_, zero_plus_plus_.hpz_size);
     fetcher_ = std::make_unique<ParameterFetcher>(
         model, backend_, comm_, layout_, ParameterFetcher::Source{partition_store_.get(), nullptr},
         zero_, needs_, exposed_,

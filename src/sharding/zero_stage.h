@@ -199,6 +199,9 @@ class ZeroStage final : public model::UnitObserver {
   // elements of secondary slices held at once since the last reset_peak_live().
   const ZeroPlusPlus& zero_plus_plus() const { return zero_plus_plus_; }
   comm::Comm* hpz_group() { return hpz_group_.get(); }
+  // hpZ with qgZ: the ranks holding this rank's place in every hpZ group (the second hop of the
+  // hierarchical gradient exchange); null otherwise.
+  comm::Comm* qgz_column_group() { return qgz_column_group_.get(); }
   int64_t peak_secondary_elements() const {
     return fetcher_ ? fetcher_->peak_secondary_elements() : 0;
   }
@@ -292,7 +295,8 @@ class ZeroStage final : public model::UnitObserver {
   bool master_host_stale_ = false;    // master_[0, split_) older than master_device_
   bool master_device_stale_ = false;  // master_device_ older than master_[0, split_)
   ZeroPlusPlus zero_plus_plus_;                // stage 3 on several ranks only
-  std::unique_ptr<comm::Comm> hpz_group_;      // hpZ: this rank's secondary group
+  std::unique_ptr<comm::Comm> hpz_group_;      // hpZ: this rank's secondary group (its node)
+  std::unique_ptr<comm::Comm> qgz_column_group_;  // hpZ + qgZ: this place in every node
   std::unique_ptr<ParameterFetcher> fetcher_;
   bool in_training_pass_ = false;
   bool local_gradients_ = false;

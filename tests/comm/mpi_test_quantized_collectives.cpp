@@ -1,13 +1,16 @@
-// mpi-ranks: 2 3
+// mpi-ranks: 2 3 4
 // ZeRO++'s quantized collectives over MPI (comm/quantized_collectives.h): the all-gather hands
 // every rank each rank's shard decoded exactly as the CPU backend decodes it, in the output's
 // dtype; the reduce-scatter hands rank r the rank-ordered f32 sum of every rank's decoded chunk
 // r - both bit for bit against the ops run locally on every rank's (reproducible) input - and
-// the bytes on the wire are the packed codes and scales.
+// the bytes on the wire are the packed codes and scales. The hierarchical reduce-scatter (nodes
+// of 2 ranks on 4) sums within each node, then across nodes, with 1/2 of the bytes in the
+// second hop; where the ranks make one node or nodes of one rank it is the one-hop form.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -99,6 +102,48 @@ TEST(QuantizedCollectives, ReduceScatterSumsTheDecodedChunksInRankOrder) {
     EXPECT_EQ(w.stats().at(OpKind::kAllToAll).message_bytes, packed * world);
     EXPECT_EQ(w.stats().at(OpKind::kReduceScatter).calls, 0);
   }
+}
+
+TEST(QuantizedCollectives, HierarchicalSumsWithinNodesThenAcrossThem) {
+  Comm& w = world();
+  backend::CpuBackend cpu;
+  const int world_size = w.world_size(), me = w.rank();
+  const int k = world_size % 2 == 0 ? 2 : 1;  // nodes of 2 ranks where they divide the world
+  const int n = world_size / k;
+  const std::unique_ptr<Comm> node = w.split(me / k, me);
+  const std::unique_ptr<Comm> column = w.split(me % k, me);
+  const int64_t chunk = 130;
+  w.reset_stats();
+  node->reset_stats();
+  column->reset_stats();
+  Tensor output = cpu.zeros({chunk}, DType::kF32, MemoryCategory::kOther);
+  hierarchical_quantized_reduce_scatter(cpu, *node, *column,
+                                        rank_values(me, chunk * world_size, 9), output, kGroup);
+  // The oracle: each node's decoded chunks `me` summed in node-rank order, that partial sum
+  // quantized again and decoded, the nodes' summed in node order (f32 throughout).
+  auto decoded_chunk = [&](int rank) {
+    const Tensor all = rank_values(rank, chunk * world_size, 9);
+    return round_trip(cpu, all.view(me * chunk, {chunk}), DType::kF32);
+  };
+  auto add_into = [&](Tensor& sum, const Tensor& x, bool first) {
+    for (int64_t i = 0; i < chunk; ++i) {
+      sum.data<float>()[i] = first ? x.data<float>()[i] : sum.data<float>()[i] + x.data<float>()[i];
+    }
+  };
+  Tensor want = cpu.zeros({chunk}, DType::kF32, MemoryCategory::kOther);
+  if (k > 1 && n > 1) {
+    for (int a = 0; a < n; ++a) {
+      Tensor partial = cpu.zeros({chunk}, DType::kF32, MemoryCategory::kOther);
+      for (int i = 0; i < k; ++i) add_into(partial, decoded_chunk(a * k + i), i == 0);
+      add_into(want, round_trip(cpu, partial, DType::kF32), a == 0);
+    }
+    EXPECT_EQ(w.stats().at(OpKind::kAllToAll).calls, 0);
+    EXPECT_EQ(column->stats().at(OpKind::kAllToAll).message_bytes * k,
+              node->stats().at(OpKind::kAllToAll).message_bytes);
+  } else {
+    for (int r = 0; r < world_size; ++r) add_into(want, decoded_chunk(r), r == 0);
+  }
+  EXPECT_TRUE(same_bytes(output, want)) << k << " ranks a node, " << n << " nodes";
 }
 
 }  // namespace

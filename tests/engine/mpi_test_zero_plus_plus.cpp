@@ -6,8 +6,9 @@
 //   qwZ (zero_quantized_weights): the model computes with exactly the per-shard int8-decoded
 //     weights - its loss equals plain ZeRO-3's on a model whose weights were quantized by hand -
 //     while the gathers move about a quarter of the f32 bytes; hpZ on top changes no bit;
-//   qgZ (zero_quantized_gradients): the reduce-scatters become one all-to-all of int8 codes each,
-//     and training tracks the exact run closely;
+//   qgZ (zero_quantized_gradients): the reduce-scatters become one all-to-all of int8 codes each
+//     (two hops, within the hpZ pairs and across them, with hpZ), and training tracks the exact
+//     run closely;
 //   an hpZ size that does not divide the ranks is refused by name.
 // The collectives' own arithmetic is proven in tests/comm/mpi_test_quantized_collectives.cpp.
 #include <gtest/gtest.h>
@@ -156,6 +157,13 @@ TEST(ZeroPlusPlus, QuantizedGradientsTravelAsCodesThroughAllToAll) {
   EXPECT_EQ(qgz.first_losses, plain.first_losses);
   EXPECT_NE(qgz.params, plain.params);
   EXPECT_NEAR(qgz.last_loss, plain.last_loss, 2e-2 * plain.last_loss);
+  // With hpZ the exchange takes two hops, within the pairs and across them: nothing crosses the
+  // whole group at once, and the result stays as close.
+  settings.zero.zero_hpz_partition_size = 2;
+  const PlusPlusRun both = train(settings);
+  EXPECT_EQ(both.world.at(comm::OpKind::kAllToAll).calls, 0);
+  EXPECT_GT(both.hpz.at(comm::OpKind::kAllToAll).calls, 0);
+  EXPECT_NEAR(both.last_loss, plain.last_loss, 2e-2 * plain.last_loss);
 }
 
 TEST(ZeroPlusPlus, AnHpzSizeThatDoesNotDivideTheRanksIsRefused) {
