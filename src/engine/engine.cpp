@@ -199,15 +199,6 @@ void Engine::configure_muon() {
   }
 }
 
-void Engine::set_batch_runner(BatchRunner* runner) {
-  if (runner != nullptr && curriculum_) {
-    throw UnsupportedError("curriculum_learning with pipeline parallelism is not built (every "
-                           "stage would have to change its activation shapes together); remove "
-                           "the curriculum_learning section or the pipeline section");
-  }
-  runner_ = runner;
-}
-
 double Engine::forward(const model::Batch& batch) {
   return full_sequence_loss(model_->backend().read_scalar(forward_on_device(batch)));
 }

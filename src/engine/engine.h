@@ -29,6 +29,7 @@
 
 #include "backend/optimizer_kernels.h"
 #include "comm/comm.h"
+#include "core/check.h"
 #include "engine/engine_settings.h"
 #include "engine/seqlen_curriculum.h"
 #include "engine/timers.h"
@@ -142,7 +143,12 @@ class Engine {
     virtual void save_checkpoint(const std::string& dir, const std::string& tag,
                                  const nlohmann::json& client_state) = 0;
   };
-  void set_batch_runner(BatchRunner* runner);
+  void set_batch_runner(BatchRunner* runner) {
+    // A runner drives its own forwards: the curriculum's cut would never happen there.
+    ZERO_CHECK(runner == nullptr || !curriculum_,
+               "a batch runner on an engine with a curriculum (PipelineEngine refuses it)");
+    runner_ = runner;
+  }
   // The parameters (name, shape, in order) checkpoints record and load_checkpoint requires:
   // unset, this model's; a pipeline stage sets the full model's, so a checkpoint of the
   // whole pipeline loads into each stage (by name) and at any other layout.

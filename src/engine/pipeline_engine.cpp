@@ -54,6 +54,12 @@ void check_supported(const EngineSettings& settings, const comm::MeshShape& shap
                            " stages) is not built yet; use sequence_parallel_size 1 with a "
                            "pipeline, or pipeline.stages 1");
   }
+  if (settings.curriculum_learning.enabled) {
+    throw UnsupportedError("curriculum_learning with pipeline parallelism (" +
+                           std::to_string(shape.pp) + " stages) is not built yet (every stage "
+                           "would change its activation shapes together each step); remove the "
+                           "curriculum_learning section, or use pipeline.stages 1");
+  }
   if (optim::Optimizer::is_onebit_type(settings.optimizer_type) ||
       optim::Optimizer::is_muon_type(settings.optimizer_type)) {
     throw UnsupportedError("optimizer.type = \"" + settings.optimizer_type + "\" with pipeline "

@@ -99,6 +99,21 @@ TEST(PipelineEngineSettings, RefusesWhatItDoesNotActOn) {
               std::string::npos)
         << e.what();
   }
+  EngineSettings curriculum = zero_settings(0, 2, 2, 1);
+  curriculum.curriculum_learning.enabled = true;
+  curriculum.curriculum_learning.curriculum_type = config::CurriculumType::kSeqlen;
+  curriculum.curriculum_learning.min_difficulty = 8;
+  curriculum.curriculum_learning.max_difficulty = 8;
+  curriculum.curriculum_learning.schedule_type = config::CurriculumSchedule::kFixedDiscrete;
+  curriculum.curriculum_learning.schedule_config.difficulty = {8};
+  try {
+    PipelineEngine pipe(small_config("gpt2"), cpu, curriculum, mesh, method, 1);
+    FAIL() << "a curriculum accepted with a pipeline";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("curriculum_learning with pipeline parallelism"),
+              std::string::npos)
+        << e.what();
+  }
   EngineSettings muon = zero_settings(0, 2, 2, 1);
   muon.optimizer_type = "Muon";
   muon.optimizer_params = nlohmann::json::object();
