@@ -129,7 +129,8 @@ TEST(ZeroPlusPlus, QuantizedWeightsComputeWithTheDecodedShards) {
   EXPECT_EQ(qwz.first_losses, reference.first_losses);
   EXPECT_NE(qwz.first_losses, plain.first_losses);
   for (size_t i = 0; i < qwz.first_losses.size(); ++i) {
-    // int8 weights move the loss of this 4-layer model by well under 1% (it measured ~1e-4).
+    // int8 weights moved the first loss by 1.5e-4 to 3.9e-4 relative on the four ranks
+    // (measured); 1% leaves room.
     EXPECT_NEAR(qwz.first_losses[i], plain.first_losses[i], 1e-2 * plain.first_losses[i]);
   }
   // f32 shards travel as 1 byte an element plus a scale per group (and 4 alignment bytes at
@@ -144,8 +145,12 @@ TEST(ZeroPlusPlus, QuantizedWeightsComputeWithTheDecodedShards) {
 }
 
 TEST(ZeroPlusPlus, QuantizedGradientsTravelAsCodesThroughAllToAll) {
-  const PlusPlusRun plain = train(stage3());
-  EngineSettings settings = stage3();
+  // A constant learning rate: the harness's warm-up gives its first two steps lr 0, so the last
+  // loss would come before any update and compare nothing.
+  EngineSettings exact = stage3();
+  exact.scheduler_type.clear();
+  const PlusPlusRun plain = train(exact);
+  EngineSettings settings = exact;
   settings.zero.zero_quantized_gradients = true;
   const PlusPlusRun qgz = train(settings);
   EXPECT_EQ(qgz.world.at(comm::OpKind::kReduceScatter).calls, 0);
@@ -153,17 +158,21 @@ TEST(ZeroPlusPlus, QuantizedGradientsTravelAsCodesThroughAllToAll) {
   EXPECT_LT(traffic(qgz.world, comm::OpKind::kAllToAll),
             traffic(plain.world, comm::OpKind::kReduceScatter) * 3 / 10);
   // The first step's losses come before any update; after it the quantized gradients steer
-  // the same course (Adam normalises each element, so the noise shows only a little).
+  // nearly the same course.
   EXPECT_EQ(qgz.first_losses, plain.first_losses);
   EXPECT_NE(qgz.params, plain.params);
-  EXPECT_NEAR(qgz.last_loss, plain.last_loss, 2e-2 * plain.last_loss);
+  EXPECT_NE(qgz.last_loss, plain.last_loss);
+  // Two updates later the loss moved by 1.2e-4 to 1.3e-3 relative on the four ranks (measured);
+  // 1% leaves room, and fails if the gradients were lost rather than rounded.
+  EXPECT_NEAR(qgz.last_loss, plain.last_loss, 1e-2 * plain.last_loss);
   // With hpZ the exchange takes two hops, within the pairs and across them: nothing crosses the
   // whole group at once, and the result stays as close.
   settings.zero.zero_hpz_partition_size = 2;
   const PlusPlusRun both = train(settings);
   EXPECT_EQ(both.world.at(comm::OpKind::kAllToAll).calls, 0);
   EXPECT_GT(both.hpz.at(comm::OpKind::kAllToAll).calls, 0);
-  EXPECT_NEAR(both.last_loss, plain.last_loss, 2e-2 * plain.last_loss);
+  EXPECT_NE(both.last_loss, plain.last_loss);
+  EXPECT_NEAR(both.last_loss, plain.last_loss, 1e-2 * plain.last_loss);  // measured <= 1.9e-3
 }
 
 TEST(ZeroPlusPlus, AnHpzSizeThatDoesNotDivideTheRanksIsRefused) {
