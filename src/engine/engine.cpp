@@ -129,6 +129,14 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineSettings settings, com
   zero_ = std::make_unique<sharding::ZeroStage>(*model_, comm_, settings_.zero,
                                                 settings_.gradient_accumulation_steps,
                                                 precision, gradient_prescale, settings_.aio);
+  const config::ZeroConfig& z = settings_.zero;
+  if (z.stage == 3 && comm_.world_size() == 1 && comm_.rank() == 0 &&
+      (z.zero_quantized_weights || z.zero_quantized_gradients || z.zero_hpz_partition_size > 1)) {
+    // ZeRO++ only changes what travels between ranks; say so rather than accept it silently.
+    std::fprintf(stderr, "zero: note: zero_quantized_weights, zero_quantized_gradients and "
+                         "zero_hpz_partition_size change nothing on one data-parallel rank "
+                         "(nothing is communicated, so nothing is quantized)\n");
+  }
   if (optimizer_->is_muon()) {
     // Stage 0 updates the model's flat buffers; stages 1-3 this rank's partition, whose
     // matrices' updates the ZeRO group gathers unit by unit.

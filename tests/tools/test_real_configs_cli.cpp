@@ -187,4 +187,15 @@ TEST_F(RealConfigsCliFiles, DumpStatePrintsTheConfigurationInEffect) {
   expect_no_cpp_names(r.output);
 }
 
+// The ZeRO++ example on one rank: it trains, and a note says its keys change nothing there
+// (tests/tools/test_zero_mpirun.cpp runs it on two).
+TEST(RealConfigsCli, ZeroPlusPlusOnOneRankSaysItChangesNothing) {
+  const Result r =
+      run("train --deepspeed " + (examples() / "ds_config_zero_plus_plus.json").string() + kQuick);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("change nothing on one data-parallel rank"), std::string::npos)
+      << r.output;
+  expect_no_cpp_names(r.output);
+}
+
 }  // namespace

@@ -71,6 +71,7 @@ TEST_F(ZeroMpirun, ZeroPlusPlusExampleTrainsAndShowsItsGroups) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("all_to_all"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("reduce_scatter"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("change nothing on one data-parallel rank"), std::string::npos);
   EXPECT_NE(r.output.find("within rank 0's hpZ group of 2 ranks (whole run)"), std::string::npos)
       << r.output;
 }
